@@ -1,0 +1,1 @@
+"""Runners, executor and CLI: where engines meet the engine-agnostic components."""

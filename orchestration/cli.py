@@ -1,0 +1,126 @@
+"""The `seqline` command line: run a pipeline file on a chosen runner."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import time
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from seqline.components import COMPONENTS
+from seqline.orchestration.executor import StageReport, run_pipeline
+from seqline.orchestration.runners import make_runner
+from seqline.pipeline.config import load_pipeline
+from seqline.pipeline.errors import ConfigError, SeqlineError
+from seqline.pipeline.stage import Counts
+
+__all__ = ["app"]
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="seqline: an ML pipeline that keeps every record in source order.")
+out = Console()
+err = Console(stderr=True)
+
+# The one place seqline reads its environment: the default artifact root.
+DEFAULT_ROOT = Path(os.environ.get("SEQLINE_ROOT", ".seqline"))
+
+
+class RunnerName(str, Enum):
+    local = "local"
+    beam = "beam"
+    ray = "ray"
+
+
+@app.callback()
+def main() -> None:
+    """seqline: an ML pipeline that keeps every record in source order."""
+
+
+@app.command()
+def run(
+    pipeline: Annotated[Path, typer.Argument(help="The pipeline file (YAML).")],
+    runner: Annotated[RunnerName, typer.Option(help="Where map stages run.")] = RunnerName.local,
+    root: Annotated[Path, typer.Option(help="Artifact root ($SEQLINE_ROOT).")] = DEFAULT_ROOT,
+    run_id: Annotated[str | None, typer.Option(help="Run id; default: time + random.")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Parallel workers.")] = 2,
+    window: Annotated[int | None, typer.Option(
+        min=1, help="Max blocks in flight per stage; default 4 x workers.")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        help="Join this Ray cluster instead of starting Ray locally.")] = None,
+    beam_mode: Annotated[str, typer.Option(
+        help="FnApiRunner mode: in_memory, multi_threading or multi_processing.")]
+        = "multi_processing",
+) -> None:
+    """Run PIPELINE: every stage in order, artifacts under ROOT/runs/RUN_ID/."""
+    try:
+        spec = load_pipeline(pipeline, COMPONENTS)
+        options: dict = {"workers": workers, "window": window}
+        if runner is RunnerName.ray:
+            options |= {"address": ray_address, "working_dir": str(spec.base_dir)}
+        elif runner is RunnerName.beam:
+            options["mode"] = beam_mode
+        run_id = run_id or _new_run_id()
+        start = time.perf_counter()
+        with make_runner(runner.value, **options) as engine, _progress(spec) as progress:
+            reports = run_pipeline(spec, engine, root, run_id, progress)
+    except ConfigError as exc:
+        _fail(f"Configuration error: {exc}", 2)
+    except SeqlineError as exc:
+        _fail(f"Run failed: {exc}", 1)
+    _print_reports(reports, time.perf_counter() - start)
+    out.print(f"Run [bold]{run_id}[/] succeeded on {runner.value}; artifacts in "
+              f"{(root / 'runs' / run_id).resolve()}")
+
+
+def _progress(spec):
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description:<16}"),
+                        TextColumn("{task.fields[records]:>12,} records"), TimeElapsedColumn(),
+                        console=err, transient=True)
+    tasks = {s.name: progress.add_task(s.name, records=0) for s in spec.stages}
+
+    class Tracker:
+        def __enter__(self):
+            progress.start()
+            return self
+
+        def __exit__(self, *exc):
+            progress.stop()
+
+        def __call__(self, stage: str, counts: Counts) -> None:
+            progress.update(tasks[stage], records=counts.records_out)
+
+    return Tracker()
+
+
+def _print_reports(reports: list[StageReport], seconds: float) -> None:
+    table = Table(title=f"stages ({seconds:.1f} s)")
+    for column in ("stage", "component", "in", "out", "filtered", "exploded",
+                   "dead-lettered", "seq", "s", "records/s"):
+        table.add_column(column, justify="left" if column in ("stage", "component") else "right")
+    for r in reports:
+        c = r.counts
+        rate = f"{c.records_in / r.seconds:,.0f}" if r.seconds else "-"
+        seq = f"{r.seq_min}..{r.seq_max}" if r.seq_min is not None else "-"
+        table.add_row(r.stage, r.component, f"{c.records_in:,}", f"{c.records_out:,}",
+                      f"{c.filtered:,}", f"{c.exploded:,}", f"{c.dead_lettered:,}", seq,
+                      f"{r.seconds:.2f}", rate)
+    out.print(table)
+
+
+def _new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(2)
+
+
+def _fail(message: str, code: int) -> None:
+    err.print(message, markup=False, highlight=False)
+    sys.stdout.flush()
+    raise typer.Exit(code)

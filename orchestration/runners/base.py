@@ -1,0 +1,94 @@
+"""The runner interface: run a map stage over blocks in parallel, release results in order."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable, Iterator
+from typing import Any, Protocol
+
+from seqline.pipeline.blocks import Block
+from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.reorder import ReorderBuffer
+from seqline.pipeline.stage import BlockResult, MapTask
+
+__all__ = ["Engine", "Runner", "run_windowed"]
+
+
+class Runner(ABC):
+    """Runs `MapTask`s over blocks on some engine, at most `window` blocks in flight."""
+
+    name = "runner"
+
+    def __init__(self, workers: int = 2, window: int | None = None) -> None:
+        if workers < 1:
+            raise ConfigError(f"--workers must be at least 1, got {workers}.")
+        # 4x the workers: enough that one slow block (a straggler) does not idle the others,
+        # while memory stays at a few blocks per worker. See benchmarks/ for the measurement.
+        self.workers = workers
+        self.window = window or 4 * workers
+        if self.window < 1:
+            raise ConfigError(f"--window must be at least 1, got {self.window}.")
+        self.max_in_flight = 0
+
+    @abstractmethod
+    def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
+                   ordered: bool = True) -> Iterator[BlockResult]:
+        """Run `task` on every block; yield results in block order (or as done if unordered).
+
+        Raises:
+            StageError: the first failing block in block order, with the worker's exception.
+        """
+
+    def close(self) -> None:
+        """Release the engine's workers."""
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class Engine(Protocol):
+    """What the windowed loop needs of an engine: start one block, wait for some, cancel."""
+
+    def submit(self, task: MapTask, block: Block) -> Hashable:
+        """Start `task(block)`; return a handle to wait on."""
+
+    def wait(self, handles: list[Any]) -> list[tuple[Any, BlockResult]]:
+        """Block until at least one handle is done; return every finished one with its result."""
+
+    def cancel(self, handles: list[Any]) -> None:
+        """Best effort: stop work whose result nobody will read (after a failure)."""
+
+
+def run_windowed(engine: Engine, task: MapTask, blocks: Iterable[Block], runner: Runner, *,
+                 ordered: bool = True) -> Iterator[BlockResult]:
+    """The submit/wait loop shared by engines that take one block at a time (local, Ray).
+
+    Block b + window is not submitted before block b's result has been yielded; the window,
+    the reorder buffer and error propagation live here, once, for every such engine.
+    """
+    buffer: ReorderBuffer[BlockResult] = ReorderBuffer(runner.window, ordered=ordered)
+    source = iter(blocks)
+    pending: dict[Hashable, int] = {}
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and buffer.can_admit():
+                block = next(source, None)
+                if block is None:
+                    exhausted = True
+                    break
+                pending[engine.submit(task, block)] = buffer.admit()
+                runner.max_in_flight = max(runner.max_in_flight, buffer.in_flight)
+            if not pending:
+                return
+            for handle, result in engine.wait(list(pending)):
+                buffer.put(pending.pop(handle), result)
+            for result in buffer.pop_ready():
+                result.raise_if_failed()
+                yield result
+    finally:
+        if pending:
+            engine.cancel(list(pending))

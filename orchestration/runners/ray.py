@@ -1,0 +1,65 @@
+"""The Ray runner: one Ray task per block, on a local Ray or a cluster (`address`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from seqline.orchestration.runners.base import Runner, run_windowed
+from seqline.pipeline.blocks import Block
+from seqline.pipeline.stage import BlockResult, MapTask
+
+__all__ = ["RayRunner"]
+
+
+def _run(task: MapTask, block: Block) -> BlockResult:
+    return task(block)
+
+
+class RayRunner(Runner):
+    """Each block is a Ray task (1 CPU); Ray's object store carries the Arrow buffers.
+
+    Locally, Ray starts with `workers` CPUs. With `address` (e.g. "ray://head:10001" or "auto")
+    it joins a cluster; the pipeline's folder is shipped as the job's working_dir so that user
+    modules import on every node.
+    """
+
+    name = "ray"
+
+    def __init__(self, workers: int = 2, window: int | None = None,
+                 address: str | None = None, working_dir: str | None = None) -> None:
+        super().__init__(workers, window)
+        import ray  # imported here: the engine is an adapter, loaded only when chosen
+
+        self._ray = ray
+        if not ray.is_initialized():
+            runtime_env = {"working_dir": working_dir} if address and working_dir else None
+            ray.init(address=address, num_cpus=None if address else workers,
+                     include_dashboard=False, logging_level=logging.WARNING,
+                     runtime_env=runtime_env)
+        # max_retries=0: a user function that raises is a result (StageFailure), not a crash;
+        # retrying a crashed worker belongs to the executor's retry policy, not Ray's.
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(_run)
+        self._task_refs: dict[int, Any] = {}
+
+    def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
+                   ordered: bool = True) -> Iterator[BlockResult]:
+        return run_windowed(self, task, blocks, self, ordered=ordered)
+
+    def submit(self, task: MapTask, block: Block) -> Any:
+        key = id(task)  # put the task in the object store once, not once per block
+        if key not in self._task_refs:
+            self._task_refs = {key: self._ray.put(task)}
+        return self._remote.remote(self._task_refs[key], block)
+
+    def wait(self, handles: list[Any]) -> list[tuple[Any, BlockResult]]:
+        ready, rest = self._ray.wait(handles, num_returns=1)
+        if rest:  # collect everything else already finished, without waiting
+            more, _ = self._ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        return list(zip(ready, self._ray.get(ready), strict=True))
+
+    def cancel(self, handles: list[Any]) -> None:
+        for ref in handles:
+            self._ray.cancel(ref)

@@ -1,0 +1,1 @@
+"""The model of a seqline pipeline: blocks with seq, ordering, specs, artifacts, errors."""

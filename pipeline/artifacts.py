@@ -1,0 +1,54 @@
+"""Artifact folders `<root>/runs/<run_id>/<stage>/`, each committed atomically with its manifest."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from seqline.pipeline.errors import ConfigError
+
+__all__ = ["MANIFEST", "StageArtifact", "read_manifest", "run_dir"]
+
+MANIFEST = "manifest.json"
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    return Path(root) / "runs" / run_id
+
+
+def read_manifest(stage_dir: Path) -> dict[str, Any]:
+    return json.loads((Path(stage_dir) / MANIFEST).read_text())
+
+
+class StageArtifact:
+    """A stage's output folder, written under a temporary name and renamed when complete.
+
+    Readers therefore see either no folder or a whole one with its manifest: a crash mid-stage
+    leaves only a `.tmp-*` folder, which the next attempt ignores.
+    """
+
+    def __init__(self, root: Path, run_id: str, stage: str) -> None:
+        self.final = run_dir(root, run_id) / stage
+        if self.final.exists():
+            raise ConfigError(
+                f"run {run_id!r} already has a committed stage {stage!r} at {self.final}. "
+                "Choose another --run-id, or delete that run's folder to redo it.")
+        self.path = self.final.parent / f".{stage}.tmp-{uuid.uuid4().hex[:8]}"
+        self.path.mkdir(parents=True)
+
+    def commit(self, manifest: dict[str, Any]) -> Path:
+        """Write manifest.json, flush it to disk and rename the folder into place."""
+        target = self.path / MANIFEST
+        with open(target, "w") as f:
+            json.dump(manifest, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(self.path, self.final)  # atomic on one filesystem
+        return self.final
+
+    def abandon(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)

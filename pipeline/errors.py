@@ -1,0 +1,40 @@
+"""The error hierarchy: what went wrong, where it happened, and how to fix it."""
+
+from __future__ import annotations
+
+__all__ = ["ConfigError", "InternalError", "SeqlineError", "StageError"]
+
+
+class SeqlineError(Exception):
+    """Base of every error seqline raises on purpose."""
+
+
+class ConfigError(SeqlineError):
+    """A bad pipeline file, parameter or input: fix the input and run again (CLI exit 2)."""
+
+
+class InternalError(SeqlineError):
+    """A bug in seqline itself, not in the pipeline or its data: please report it."""
+
+
+class StageError(SeqlineError):
+    """User code failed, or broke the stage contract, while a run was going (CLI exit 1).
+
+    Carries where it happened: the stage, the block index and a seq, so that a user can find
+    the record (`seqline` prints them; tests read them).
+    """
+
+    def __init__(
+        self, message: str, *, stage: str, block: int | None = None, seq: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.block = block
+        self.seq = seq
+
+    def __reduce__(self):  # keyword-only fields survive pickling across worker processes
+        return (_rebuild_stage_error, (str(self), self.stage, self.block, self.seq))
+
+
+def _rebuild_stage_error(message: str, stage: str, block: int | None, seq: int | None):
+    return StageError(message, stage=stage, block=block, seq=seq)

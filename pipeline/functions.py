@@ -1,0 +1,49 @@
+"""User functions named `module:function`, imported with the pipeline file's folder on the path."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from seqline.pipeline.errors import ConfigError
+
+__all__ = ["load_function"]
+
+
+@functools.cache  # workers resolve the same function once per process, not once per block
+def load_function(ref: str, base_dir: str) -> Callable[..., Any]:
+    """Import `module:function` from `base_dir` (the pipeline file's folder) or the path.
+
+    Raises:
+        ConfigError: the reference is malformed, the module is missing, or has no such name.
+    """
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(
+            f"function {ref!r} is not of the form 'module:function'. "
+            "Name a module in the pipeline file's folder and a function in it, e.g. "
+            "'features:add_columns' for add_columns() in features.py.")
+    if base_dir not in sys.path:
+        sys.path.insert(0, base_dir)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise  # the user's module imports something missing: show that, not ours
+        raise ConfigError(
+            f"function {ref!r}: no module {module_name!r} in {base_dir} or on the Python path. "
+            f"Put {module_name}.py beside the pipeline file.") from exc
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        names = [n for n in dir(module) if not n.startswith("_")]
+        hint = difflib.get_close_matches(attr, names, n=1)
+        did_you_mean = f" Did you mean {hint[0]!r}?" if hint else ""
+        raise ConfigError(
+            f"function {ref!r}: module {module_name!r} ({Path(module.__file__ or '?')}) has no "
+            f"function {attr!r}.{did_you_mean}")
+    return fn

@@ -1,0 +1,82 @@
+"""Component, stage and pipeline specs: what a pipeline is, independent of any engine."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from seqline.pipeline.errors import ConfigError
+
+__all__ = ["REQUIRED", "ComponentSpec", "PipelineSpec", "StageSpec", "did_you_mean"]
+
+REQUIRED = object()
+"""Marks a parameter without a default in `ComponentSpec.parameters`."""
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of a pipeline file: a unique name, a component and its parameters."""
+
+    name: str
+    component: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    inputs: tuple[str, ...] = ()
+    line: int | None = None  # 1-based line in the pipeline file, for messages
+
+    @property
+    def where(self) -> str:
+        return f"stage {self.name!r}" + (f" (line {self.line})" if self.line else "")
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A validated pipeline: its stages in order and the folder user code is imported from."""
+
+    name: str
+    stages: tuple[StageSpec, ...]
+    base_dir: Path
+
+    def stage(self, name: str) -> StageSpec:
+        return next(s for s in self.stages if s.name == name)
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A component's contract, TFX-style: its parameters and kind, apart from its executor.
+
+    `kind` says how a runner drives it: a `source` makes blocks, a `map` turns blocks into
+    blocks in parallel. `validate` checks parameters against the world (files exist, user
+    functions import) when the pipeline is built, before anything runs.
+    """
+
+    name: str
+    kind: Literal["source", "map", "planned"]
+    parameters: Mapping[str, Any]
+    validate: Callable[[StageSpec, Path], None] | None = None
+    # The engine-agnostic work: a source's read_blocks(stage, base_dir) -> Iterator[Block],
+    # a map's make_task(stage, base_dir) -> MapTask that a runner ships to its workers.
+    executor: Callable[[StageSpec, Path], Any] | None = None
+    doc: str = ""
+
+    def params_with_defaults(self, stage: StageSpec) -> dict[str, Any]:
+        """The stage's parameters, checked for unknown or missing names, with defaults filled."""
+        for key in stage.params:
+            if key not in self.parameters:
+                raise ConfigError(
+                    f"{stage.where}: component {self.name!r} has no parameter {key!r}."
+                    f"{did_you_mean(key, self.parameters)} Its parameters: "
+                    f"{', '.join(sorted(self.parameters))}.")
+        missing = [k for k, v in self.parameters.items() if v is REQUIRED and k not in stage.params]
+        if missing:
+            raise ConfigError(
+                f"{stage.where}: component {self.name!r} needs parameter(s) "
+                f"{', '.join(missing)}; add them under `params:`.")
+        return {k: stage.params.get(k, v) for k, v in self.parameters.items()}
+
+
+def did_you_mean(word: str, choices: Mapping[str, Any] | list[str]) -> str:
+    hint = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" Did you mean {hint[0]!r}?" if hint else ""

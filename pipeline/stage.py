@@ -1,0 +1,170 @@
+"""Running one map stage on one block: the user function, the order check and the counts."""
+
+from __future__ import annotations
+
+import pickle
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+import pyarrow as pa
+
+from seqline.pipeline.blocks import SEQ, Block, seq_of
+from seqline.pipeline.errors import StageError
+
+__all__ = ["BlockResult", "Counts", "MapTask", "StageFailure", "check_order"]
+
+BatchFn = Callable[[pa.RecordBatch], pa.RecordBatch]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """A stage's accounting: records_in + exploded = records_out + filtered + dead_lettered.
+
+    `exploded` counts the extra rows an explode emits (one input row giving 3 rows adds 2).
+    """
+
+    records_in: int = 0
+    records_out: int = 0
+    filtered: int = 0
+    exploded: int = 0
+    dead_lettered: int = 0
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    @property
+    def balanced(self) -> bool:
+        return (self.records_in + self.exploded
+                == self.records_out + self.filtered + self.dead_lettered)
+
+
+@dataclass(frozen=True)
+class StageFailure:
+    """An exception raised in a worker, carried back to the driver as data.
+
+    Engines differ in how (and whether) they ship exceptions across processes, so workers
+    never raise: they return this, and the driver raises one `StageError` the same way on
+    every runner, with the original exception chained when it could be pickled.
+    """
+
+    message: str
+    traceback: str
+    pickled: bytes | None
+
+    @classmethod
+    def of(cls, exc: BaseException) -> StageFailure:
+        try:
+            pickled: bytes | None = pickle.dumps(exc)
+        except Exception:  # an unpicklable exception still reaches the driver as text
+            pickled = None
+        text = "".join(traceback.format_exception(exc))
+        return cls(f"{type(exc).__name__}: {exc}", text, pickled)
+
+    def original(self) -> BaseException | None:
+        try:
+            return pickle.loads(self.pickled) if self.pickled else None
+        except Exception:  # e.g. the exception's class is not importable on the driver
+            return None
+
+
+@dataclass(frozen=True)
+class BlockResult:
+    """What a worker sends back for one block: the output batch and counts, or a failure."""
+
+    stage: str
+    index: int
+    first_seq: int | None
+    batch: pa.RecordBatch | None = None
+    counts: Counts = field(default_factory=Counts)
+    failure: StageFailure | None = None
+
+    def raise_if_failed(self) -> None:
+        """Raise the worker's failure on the driver as a StageError naming stage, block, seq."""
+        if self.failure is None:
+            return
+        original = self.original_error()
+        if isinstance(original, StageError):  # already says where and why
+            raise original
+        raise StageError(
+            f"stage {self.stage!r} failed on block {self.index} (first seq {self.first_seq}): "
+            f"{self.failure.message}\n\nWorker traceback:\n{self.failure.traceback}",
+            stage=self.stage, block=self.index, seq=self.first_seq,
+        ) from original
+
+    def original_error(self) -> BaseException | None:
+        return self.failure.original() if self.failure else None
+
+
+@dataclass(frozen=True)
+class MapTask:
+    """One map stage's work, shippable to any worker: a stage name and a function on batches.
+
+    `fn` must be picklable by reference (a module-level function or a `functools.partial` of
+    one), so that local processes, Beam workers and Ray tasks all run the same code.
+    """
+
+    stage: str
+    fn: BatchFn
+
+    def __call__(self, block: Block) -> BlockResult:
+        try:
+            out = self.fn(block.batch)
+            positions = check_order(self.stage, block, out)
+        except Exception as exc:  # carried to the driver, see StageFailure
+            return BlockResult(self.stage, block.index, block.first_seq,
+                               failure=StageFailure.of(exc))
+        return BlockResult(self.stage, block.index, block.first_seq, out,
+                           _count(len(block), positions))
+
+
+def check_order(stage: str, block: Block, out: object) -> np.ndarray:
+    """Check the stage contract and return, per output row, the position of its input row.
+
+    The contract: the output is a RecordBatch whose seq is non-decreasing and drawn from the
+    input block. Cost: one searchsorted over the block, no per-row Python.
+
+    Raises:
+        StageError: naming the stage, the block and the first offending seq.
+    """
+    where = f"stage {stage!r}, block {block.index} (first seq {block.first_seq})"
+    if not isinstance(out, pa.RecordBatch):
+        raise StageError(
+            f"{where}: the function returned {type(out).__name__}, expected a "
+            "pyarrow.RecordBatch. Return a batch built from the input (e.g. batch.filter(...)).",
+            stage=stage, block=block.index, seq=block.first_seq)
+    if SEQ not in out.schema.names:
+        raise StageError(
+            f"{where}: the output has no {SEQ!r} column. Keep the input's {SEQ!r} column on "
+            "every row you return; it is how seqline proves order.",
+            stage=stage, block=block.index, seq=block.first_seq)
+    in_seq, out_seq = block.seq, seq_of(out)
+    if len(out_seq) > 1 and (np.diff(out_seq) < 0).any():
+        bad = int(np.argmax(np.diff(out_seq) < 0)) + 1
+        raise StageError(
+            f"{where}: the function reordered rows: seq {out_seq[bad]} comes after "
+            f"{out_seq[bad - 1]}. A map stage may drop rows or emit several per row, but must "
+            "keep input order; don't sort or shuffle inside the function.",
+            stage=stage, block=block.index, seq=int(out_seq[bad]))
+    positions = np.searchsorted(in_seq, out_seq)
+    inside = positions < len(in_seq)
+    foreign = ~inside
+    foreign[inside] = in_seq[positions[inside]] != out_seq[inside]
+    if foreign.any():
+        seq = int(out_seq[np.argmax(foreign)])
+        raise StageError(
+            f"{where}: output seq {seq} is not one of the block's input seq. Don't create or "
+            f"change {SEQ!r}; copy it from the row the output came from.",
+            stage=stage, block=block.index, seq=seq)
+    return positions
+
+
+def _count(records_in: int, positions: np.ndarray) -> Counts:
+    per_input = np.bincount(positions, minlength=records_in)
+    return Counts(
+        records_in=records_in,
+        records_out=len(positions),
+        filtered=int((per_input == 0).sum()),
+        exploded=int((per_input[per_input > 1] - 1).sum()),
+    )

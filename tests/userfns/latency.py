@@ -1,0 +1,71 @@
+"""User functions for tests: seeded random worker latency, filter, explode, misbehaviour.
+
+Loaded the way users' functions are (`module:function` from a folder), so every runner's
+workers import them for real.
+"""
+
+import os
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+SEQ = "__seq__"
+
+
+def _log_span(log_dir: str | None, first_seq: int, start: float) -> None:
+    """Append this block's [start, end] to a per-process file: tests count overlap from them."""
+    if log_dir:
+        with open(os.path.join(log_dir, f"spans-{os.getpid()}.txt"), "a") as f:
+            f.write(f"{first_seq} {start} {time.time()}\n")
+
+
+def skewed(batch: pa.RecordBatch, base_ms: float = 1.0, slow_every: int = 20,
+           factor: float = 20.0, seed: int = 0, log_dir: str | None = None) -> pa.RecordBatch:
+    """Sleep a random base latency; about 1 block in `slow_every` sleeps `factor`x longer."""
+    start = time.time()
+    first = int(batch.column(SEQ)[0].as_py()) if batch.num_rows else -1
+    rng = np.random.default_rng([seed, first + 1])
+    delay = base_ms * rng.uniform(0.5, 1.5)
+    if rng.integers(slow_every) == 0:
+        delay *= factor
+    time.sleep(delay / 1000)
+    out = batch.append_column("y", pc.multiply(batch.column("x"), 2))
+    _log_span(log_dir, first, start)
+    return out
+
+
+def keep_even(batch: pa.RecordBatch, **kwargs) -> pa.RecordBatch:
+    skewed(batch, **kwargs)
+    return batch.filter(pc.equal(pc.bit_wise_and(batch.column(SEQ), 1), 0))
+
+
+def explode3(batch: pa.RecordBatch, **kwargs) -> pa.RecordBatch:
+    """Each row three times, in place: the parent's seq repeated."""
+    skewed(batch, **kwargs)
+    return batch.take(np.repeat(np.arange(batch.num_rows), 3))
+
+
+def boom_at(batch: pa.RecordBatch, seq: int = 50, **kwargs) -> pa.RecordBatch:
+    skewed(batch, **kwargs)
+    if pc.any(pc.equal(batch.column(SEQ), seq)).as_py():
+        raise ValueError(f"bad value at seq {seq}")
+    return batch
+
+
+def reverse(batch: pa.RecordBatch) -> pa.RecordBatch:
+    return batch.take(np.arange(batch.num_rows)[::-1].copy())
+
+
+def drop_seq(batch: pa.RecordBatch) -> pa.RecordBatch:
+    return batch.drop_columns([SEQ])
+
+
+def not_a_batch(batch: pa.RecordBatch) -> list:
+    return batch.to_pylist()
+
+
+def double(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A trivial vectorized map (the throughput benchmark's function)."""
+    return batch.append_column("y", pc.multiply(batch.column("x"), 2))
