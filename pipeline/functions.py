@@ -28,8 +28,7 @@ def load_function(ref: str, base_dir: str) -> Callable[..., Any]:
             f"function {ref!r} is not of the form 'module:function'. "
             "Name a module in the pipeline file's folder and a function in it, e.g. "
             "'features:add_columns' for add_columns() in features.py.")
-    if base_dir not in sys.path:
-        sys.path.insert(0, base_dir)
+    _prefer_folder(module_name, base_dir)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -47,3 +46,19 @@ def load_function(ref: str, base_dir: str) -> Callable[..., Any]:
             f"function {ref!r}: module {module_name!r} ({Path(module.__file__ or '?')}) has no "
             f"function {attr!r}.{did_you_mean}")
     return fn
+
+
+def _prefer_folder(module_name: str, base_dir: str) -> None:
+    """Put `base_dir` first on the path, and forget a same-named module from another folder.
+
+    Two pipelines in one process (tests, a scheduler) may both have a `features.py`; each must
+    get its own.
+    """
+    if base_dir in sys.path:
+        sys.path.remove(base_dir)
+    sys.path.insert(0, base_dir)
+    loaded = sys.modules.get(module_name)
+    own = Path(base_dir, *module_name.split("."))
+    if loaded is not None and not Path(getattr(loaded, "__file__", "") or "").is_relative_to(
+            own.parent) and (own.with_suffix(".py").exists() or own.is_dir()):
+        del sys.modules[module_name]

@@ -1,0 +1,125 @@
+"""The runner contract, on every runner: order, completeness, errors, the window, sizes.
+
+User functions come from tests/userfns and are loaded the way a pipeline's are, so workers
+of every engine import them for real; latency is random per block (seeded), with 1 block in
+20 about 20x slower, so an ordering bug cannot hide behind a sequential schedule.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from seqline.components import preprocess
+from seqline.pipeline.blocks import SEQ, to_blocks
+from seqline.pipeline.errors import StageError
+from seqline.pipeline.specs import StageSpec
+from tests.conftest import USERFNS
+
+pytestmark = pytest.mark.integration
+
+
+def _task(fn: str, **kwargs):
+    return preprocess.make_task(StageSpec("features", "preprocess",
+                                          {"fn": fn, "fn_kwargs": kwargs}), USERFNS)
+
+
+def _blocks(n: int, block_records: int):
+    return to_blocks([pa.record_batch({"x": np.arange(n, dtype=np.int64)})], block_records)
+
+
+def _collect(runner, task, blocks):
+    results = list(runner.map_blocks(task, blocks))
+    assert [r.index for r in results] == list(range(len(results)))
+    seq = np.concatenate([r.batch.column(SEQ).to_numpy() for r in results]) if results else \
+        np.array([], dtype=np.int64)
+    return results, seq
+
+
+def test_runner_skewed_latency_output_is_complete_and_strictly_ascending(runner_factory):
+    runner = runner_factory(workers=2)
+    results, seq = _collect(runner, _task("latency:skewed", base_ms=3, seed=7), _blocks(6000, 50))
+    assert np.array_equal(seq, np.arange(6000))
+    y = np.concatenate([r.batch.column("y").to_numpy() for r in results])
+    assert np.array_equal(y, 2 * np.arange(6000))
+
+
+def test_runner_filter_keeps_order_and_counts(runner_factory):
+    results, seq = _collect(runner_factory(), _task("latency:keep_even", base_ms=2),
+                            _blocks(1000, 37))
+    assert np.array_equal(seq, np.arange(0, 1000, 2))
+    assert sum(r.counts.filtered for r in results) == 500
+
+
+def test_runner_explode_keeps_parents_in_order(runner_factory):
+    results, seq = _collect(runner_factory(), _task("latency:explode3", base_ms=2),
+                            _blocks(500, 40))
+    assert np.array_equal(seq, np.repeat(np.arange(500), 3))
+    assert sum(r.counts.exploded for r in results) == 1000
+    assert all(r.counts.balanced for r in results)
+
+
+def test_runner_raising_function_is_a_stage_error_with_block_seq_and_cause(runner_factory):
+    with pytest.raises(StageError, match=r"stage 'features' failed on block 5 \(first seq 50\)"
+                       r": ValueError: bad value at seq 57") as info:
+        _collect(runner_factory(), _task("latency:boom_at", seq=57, base_ms=2), _blocks(200, 10))
+    assert (info.value.stage, info.value.block, info.value.seq) == ("features", 5, 50)
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_runner_reordering_function_fails_loudly(runner_factory):
+    with pytest.raises(StageError, match=r"block 0 \(first seq 0\): the function reordered rows"):
+        _collect(runner_factory(), _task("latency:reverse"), _blocks(100, 10))
+
+
+def test_runner_never_has_more_blocks_in_flight_than_the_window(runner_factory, tmp_path):
+    """window=1 with 2 workers: without the window two blocks would overlap."""
+    runner = runner_factory(workers=2, window=1)
+    _, seq = _collect(runner, _task("latency:skewed", base_ms=5, log_dir=str(tmp_path)),
+                      _blocks(400, 20))
+    assert np.array_equal(seq, np.arange(400))
+    assert runner.max_in_flight <= 1
+    assert _max_overlap(tmp_path) == 1
+
+
+def test_runner_window_allows_parallel_work(runner_factory, tmp_path):
+    """The converse, so the test above cannot pass by running everything sequentially."""
+    if runner_factory.case in ("beam-in_memory",):
+        pytest.skip("in_memory Beam runs one bundle at a time by design")
+    runner = runner_factory(workers=2, window=4)
+    _collect(runner, _task("latency:skewed", base_ms=40, log_dir=str(tmp_path)), _blocks(400, 20))
+    assert _max_overlap(tmp_path) == 2
+
+
+def test_runner_empty_input_gives_no_blocks(runner_factory):
+    results, seq = _collect(runner_factory(), _task("latency:double"), _blocks(0, 10))
+    assert results == [] and len(seq) == 0
+
+
+def test_runner_one_record(runner_factory):
+    results, seq = _collect(runner_factory(), _task("latency:double"), _blocks(1, 10))
+    assert seq.tolist() == [0] and results[0].batch.column("y").to_pylist() == [0]
+
+
+def test_runner_a_million_records(runner_factory):
+    results, seq = _collect(runner_factory(), _task("latency:double"), _blocks(1_000_000, 16_384))
+    assert np.array_equal(seq, np.arange(1_000_000))
+    assert sum(r.counts.records_out for r in results) == 1_000_000
+
+
+def _max_overlap(log_dir: Path) -> int:
+    """Most block spans open at one instant, from every worker's span log."""
+    events = []
+    for path in log_dir.glob("spans-*.txt"):
+        for line in path.read_text().split("\n"):
+            if line:
+                _, start, end = line.split()
+                events += [(float(start), 1), (float(end), -1)]
+    depth = peak = 0
+    for _, step in sorted(events, key=lambda e: (e[0], e[1])):  # ends before starts on ties
+        depth += step
+        peak = max(peak, depth)
+    return peak

@@ -1,0 +1,64 @@
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from seqline.pipeline.blocks import SEQ, Block, to_blocks
+from seqline.pipeline.errors import StageError
+from seqline.pipeline.stage import Counts, MapTask, check_order
+
+
+def _block(seq, index=0):
+    return Block(index, pa.record_batch({"x": np.asarray(seq) * 10, SEQ: np.asarray(seq)}))
+
+
+def test_to_blocks_cuts_exact_sizes_and_numbers_seq_across_batches():
+    batches = [pa.record_batch({"x": np.arange(a, b)}) for a, b in [(0, 3), (3, 7), (7, 7), (7, 12)]]
+    blocks = list(to_blocks(batches, 5))
+    assert [len(b) for b in blocks] == [5, 5, 2]
+    assert [b.index for b in blocks] == [0, 1, 2]
+    assert np.concatenate([b.seq for b in blocks]).tolist() == list(range(12))
+    assert np.concatenate([b.batch.column("x") for b in blocks]).tolist() == list(range(12))
+
+
+def test_to_blocks_of_nothing_is_no_block():
+    assert list(to_blocks([], 4)) == []
+
+
+def test_check_order_maps_output_rows_to_their_parents():
+    block = _block([10, 11, 12, 13])
+    out = _block([10, 10, 12]).batch
+    assert check_order("s", block, out).tolist() == [0, 0, 2]
+
+
+@pytest.mark.parametrize(("out", "message"), [
+    ("not a batch", r"returned str, expected a pyarrow.RecordBatch"),
+    (pa.record_batch({"x": [1]}), r"no '__seq__' column"),
+    (_block([11, 10]).batch, r"reordered rows: seq 10 comes after 11"),
+    (_block([10, 99]).batch, r"output seq 99 is not one of the block's input seq"),
+    (_block([9]).batch, r"output seq 9 is not one of the block's input seq"),
+])
+def test_check_order_rejects_contract_breaks(out, message):
+    with pytest.raises(StageError, match=message) as info:
+        check_order("features", _block([10, 11, 12], index=3), out)
+    assert info.value.stage == "features" and info.value.block == 3
+
+
+def test_map_task_counts_filter_and_explode():
+    def fn(batch):  # drop seq 1, triple seq 2
+        return batch.take([0, 2, 2, 2])
+
+    result = MapTask("s", fn)(_block([0, 1, 2]))
+    assert result.counts == Counts(records_in=3, records_out=4, filtered=1, exploded=2)
+    assert result.counts.balanced
+
+
+def test_map_task_carries_a_worker_exception_to_the_driver_as_a_stage_error():
+    def fn(batch):
+        raise KeyError("temp")
+
+    result = MapTask("features", fn)(_block([40, 41], index=7))
+    with pytest.raises(StageError, match=r"stage 'features' failed on block 7 \(first seq 40\)"
+                       r": KeyError") as info:
+        result.raise_if_failed()
+    assert isinstance(info.value.__cause__, KeyError)
+    assert (info.value.block, info.value.seq) == (7, 40)
