@@ -44,7 +44,8 @@ def resolve_paths(stage: StageSpec, base_dir: Path) -> list[Path]:
     if isinstance(paths, str):
         paths = [paths]
     if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
-        raise ConfigError(f"{stage.where}: `paths` must be a non-empty list of file paths or globs.")
+        raise ConfigError(
+            f"{stage.where}: `paths` must be a non-empty list of file paths or globs.")
     found: list[Path] = []
     for pattern in paths:
         full = Path(pattern) if Path(pattern).is_absolute() else base_dir / pattern

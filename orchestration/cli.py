@@ -7,7 +7,7 @@ import secrets
 import sys
 import time
 from datetime import UTC, datetime
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -35,7 +35,7 @@ err = Console(stderr=True)
 DEFAULT_ROOT = Path(os.environ.get("SEQLINE_ROOT", ".seqline"))
 
 
-class RunnerName(str, Enum):
+class RunnerName(StrEnum):
     local = "local"
     beam = "beam"
     ray = "ray"

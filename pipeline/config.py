@@ -79,8 +79,9 @@ def _stage(raw: Any, i: int, lines: list[int | None], source: str) -> StageSpec:
         raise ConfigError(f"{where}: expected a mapping with `name:` and `component:`.")
     for key in raw:
         if key not in STAGE_KEYS:
-            raise ConfigError(f"{where}: unknown key {key!r}.{did_you_mean(str(key), list(STAGE_KEYS))}"
-                              f" A stage has: {', '.join(STAGE_KEYS)}.")
+            hint = did_you_mean(str(key), list(STAGE_KEYS))
+            raise ConfigError(f"{where}: unknown key {key!r}.{hint} "
+                              f"A stage has: {', '.join(STAGE_KEYS)}.")
     for key in ("name", "component"):
         if not isinstance(raw.get(key), str) or not raw[key]:
             raise ConfigError(f"{where}: `{key}:` is missing or not a string.")

@@ -39,7 +39,7 @@ class Runner(ABC):
             StageError: the first failing block in block order, with the worker's exception.
         """
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - engines without workers to release need nothing
         """Release the engine's workers."""
 
     def __enter__(self) -> Runner:

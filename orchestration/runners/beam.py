@@ -63,7 +63,7 @@ class BeamRunner(Runner):
 
     Blocks are spilled to files first and results come back as files named by block index,
     so the stage is a batch job: it starts when its input is complete, and the window bounds
-    memory on the driver but not Beam's own scheduling (see docs/runners.md).
+    memory on the driver but not Beam's own scheduling (see docs/decisions.md).
     """
 
     name = "beam"

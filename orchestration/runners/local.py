@@ -68,9 +68,10 @@ class LocalRunner(Runner):
             return future.result()
         except BrokenProcessPool as exc:
             raise StageError(
-                f"stage {stage!r}: a worker process died while running block {block.index} (first seq "
-                f"{block.first_seq}); the user function may have crashed the interpreter "
-                "(e.g. a segfault in native code or os._exit). Run with --workers 1 to debug.",
+                f"stage {stage!r}: a worker process died while running block {block.index} "
+                f"(first seq {block.first_seq}); the user function may have crashed the "
+                "interpreter (e.g. a segfault in native code or os._exit). Run with --workers 1 "
+                "to see it fail on its own.",
                 stage=stage, block=block.index, seq=block.first_seq) from exc
 
     def cancel(self, handles: list[Future]) -> None:

@@ -12,7 +12,8 @@ def _block(seq, index=0):
 
 
 def test_to_blocks_cuts_exact_sizes_and_numbers_seq_across_batches():
-    batches = [pa.record_batch({"x": np.arange(a, b)}) for a, b in [(0, 3), (3, 7), (7, 7), (7, 12)]]
+    spans = [(0, 3), (3, 7), (7, 7), (7, 12)]
+    batches = [pa.record_batch({"x": np.arange(a, b)}) for a, b in spans]
     blocks = list(to_blocks(batches, 5))
     assert [len(b) for b in blocks] == [5, 5, 2]
     assert [b.index for b in blocks] == [0, 1, 2]

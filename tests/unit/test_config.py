@@ -48,7 +48,8 @@ BAD = [
     (GOOD.replace("{fn: ", "{batch_size: 3, fn: "), r"no parameter 'batch_size'"),
     (GOOD.replace("params: {fn", "inputs: [nope]\n    params: {fn"), r"input 'nope' is not an"),
     (GOOD + "  - name: t\n    component: train\n", r"'train' is planned but not in this version"),
-    (GOOD.replace("component: ingest", "component: ingest\n    colour: red"), r"unknown key 'colour'"),
+    (GOOD.replace("component: ingest", "component: ingest\n    colour: red"),
+     r"unknown key 'colour'"),
 ]
 
 

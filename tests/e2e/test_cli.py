@@ -1,0 +1,105 @@
+"""`seqline run` as users run it: exit codes, messages, manifests, on every runner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from seqline.orchestration.cli import app
+from tests.conftest import REPO, USERFNS
+
+EXAMPLE = REPO / "data" / "seattle_weather"
+
+GOOD = """\
+name: t
+stages:
+  - name: read
+    component: ingest
+    params: {format: csv, paths: ["in.csv"], block_records: 4}
+  - name: features
+    component: preprocess
+    params: {fn: "latency:double"}
+"""
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(10)))
+    shutil.copy(USERFNS / "latency.py", tmp_path / "latency.py")
+    return tmp_path
+
+
+def _cli(folder: Path, text: str, *args: str):
+    (folder / "p.yaml").write_text(text)
+    return CliRunner().invoke(app, ["run", str(folder / "p.yaml"), "--root",
+                                    str(folder / "root"), "--run-id", "r1", *args])
+
+
+BAD_FILES = [
+    ("stages:\n  - name: read\n    component: [ingest\n", r"malformed YAML at line 4"),
+    (GOOD.replace("component: preprocess", "component: preproces"),
+     r"unknown component 'preproces'. Did you mean 'preprocess'\?"),
+    (GOOD.replace("in.csv", "nowhere.csv"), r"input file 'nowhere.csv' not found"),
+    (GOOD.replace("name: features", "name: read"), r"duplicate stage name 'read'"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_FILES)
+def test_run_bad_pipeline_file_exits_2_before_anything_runs(folder, text, message):
+    result = _cli(folder, text)
+    assert result.exit_code == 2, result.output
+    assert "Configuration error:" in result.output
+    assert _matches(message, result.output)
+    assert not (folder / "root").exists()  # validated before anything ran
+
+
+def test_run_usage_error_exits_2(folder):
+    assert _cli(folder, GOOD, "--runner", "spark").exit_code == 2
+
+
+def test_run_failing_function_exits_1_naming_stage_block_and_seq(folder):
+    result = _cli(folder, GOOD.replace("latency:double", "latency:boom_at")
+                  .replace('"latency:boom_at"}', '"latency:boom_at", fn_kwargs: {seq: 6}}'))
+    assert result.exit_code == 1, result.output
+    expected = r"stage 'features' failed on block 1 \(first seq 4\): ValueError"
+    assert _matches(expected, result.output)
+    run = json.loads((folder / "root/runs/r1/run.json").read_text())
+    assert run["status"] == "failed"
+    assert not (folder / "root/runs/r1/features").exists()  # nothing half-written committed
+
+
+def test_run_same_run_id_twice_exits_2(folder):
+    assert _cli(folder, GOOD).exit_code == 0
+    result = _cli(folder, GOOD)
+    assert result.exit_code == 2 and "already used" in result.output
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("runner", ["local", "beam", "ray"])
+def test_run_example_pipeline_with_the_console_script(tmp_path, runner):
+    """The real `seqline` executable on the example data, each runner in its own process."""
+    exe = Path(sys.executable).parent / "seqline"
+    proc = subprocess.run(
+        [str(exe), "run", str(EXAMPLE / "pipeline.yaml"), "--runner", runner,
+         "--root", str(tmp_path), "--run-id", "demo", "--workers", "2"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "succeeded" in proc.stdout
+    for stage in ("read", "features"):
+        manifest = json.loads((tmp_path / "runs/demo" / stage / "manifest.json").read_text())
+        assert manifest["status"] == "succeeded"
+        assert (manifest["records_in"], manifest["records_out"]) == (1461, 1461)
+        assert (manifest["seq_min"], manifest["seq_max"]) == (0, 1460)
+        assert manifest["stage"] == stage and manifest["component"] in ("ingest", "preprocess")
+
+
+def _matches(pattern: str, text: str) -> bool:
+    import re
+
+    return re.search(pattern, " ".join(text.split())) is not None
