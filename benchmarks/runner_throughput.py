@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--runners", default="local,beam,ray")
+    parser.add_argument("--windows", default="4,8,16", help="skew windows, x workers; '' skips")
     args = parser.parse_args()
     n_trivial = 10_000 if args.smoke else 1_000_000
     n_skew, skew_block, base_ms = (2_000, 50, 2) if args.smoke else (20_000, 50, 10)
@@ -59,7 +60,7 @@ def main() -> None:
             trivial = [n_trivial / _timed(warm, _task("latency:double"), n_trivial, 16_384)
                        for _ in range(args.repeats)]
         cells = [f"{statistics.median(trivial):,.0f}"]
-        for factor in (4, 8, 16):
+        for factor in [int(w) for w in args.windows.split(",") if w]:
             with make_runner(name, **options, window=factor * args.workers) as runner:
                 task = _task("latency:skewed", base_ms=base_ms)
                 _timed(runner, task, 1000, skew_block)

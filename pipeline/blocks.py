@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["SEQ", "Block", "seq_of", "to_blocks"]
+__all__ = ["SEQ", "Block", "batch_from_ipc", "batch_to_ipc", "seq_of", "to_blocks"]
 
 SEQ = "__seq__"
 """The column holding each record's 0-based rank in source order (int64, dense, never changed)."""
@@ -32,6 +32,30 @@ class Block:
     def first_seq(self) -> int | None:
         seq = self.seq
         return int(seq[0]) if len(seq) else None
+
+    def __reduce__(self):  # see batch_to_ipc: a pickled slice would carry its parent buffers
+        return (_rebuild_block, (self.index, batch_to_ipc(self.batch)))
+
+
+def _rebuild_block(index: int, data: pa.Buffer) -> Block:
+    return Block(index, batch_from_ipc(data))
+
+
+def batch_to_ipc(batch: pa.RecordBatch) -> pa.Buffer:
+    """Serialize a batch as Arrow IPC, for crossing process boundaries.
+
+    Blocks are often zero-copy slices of a reader's larger batch; pickling a slice ships the
+    whole parent buffers (measured: 8 MB for a 16k-row block of a 1M-row batch), while the IPC
+    writer writes only the sliced range.
+    """
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def batch_from_ipc(data: pa.Buffer) -> pa.RecordBatch:
+    return pa.ipc.open_stream(data).read_next_batch()  # zero-copy over `data`
 
 
 def seq_of(batch: pa.RecordBatch) -> np.ndarray:

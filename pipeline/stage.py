@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 import pyarrow as pa
 
-from seqline.pipeline.blocks import SEQ, Block, seq_of
+from seqline.pipeline.blocks import SEQ, Block, batch_from_ipc, batch_to_ipc, seq_of
 from seqline.pipeline.errors import StageError
 
 __all__ = ["BlockResult", "Counts", "MapTask", "StageFailure", "check_order"]
@@ -80,6 +80,11 @@ class BlockResult:
     counts: Counts = field(default_factory=Counts)
     failure: StageFailure | None = None
 
+    def __reduce__(self):  # the output batch crosses processes as Arrow IPC, see batch_to_ipc
+        data = None if self.batch is None else batch_to_ipc(self.batch)
+        return (_rebuild_result, (self.stage, self.index, self.first_seq, data, self.counts,
+                                  self.failure))
+
     def raise_if_failed(self) -> None:
         """Raise the worker's failure on the driver as a StageError naming stage, block, seq."""
         if self.failure is None:
@@ -95,6 +100,12 @@ class BlockResult:
 
     def original_error(self) -> BaseException | None:
         return self.failure.original() if self.failure else None
+
+
+def _rebuild_result(stage: str, index: int, first_seq: int | None, data: pa.Buffer | None,
+                    counts: Counts, failure: StageFailure | None) -> BlockResult:
+    batch = None if data is None else batch_from_ipc(data)
+    return BlockResult(stage, index, first_seq, batch, counts, failure)
 
 
 @dataclass(frozen=True)

@@ -63,3 +63,24 @@ def test_map_task_carries_a_worker_exception_to_the_driver_as_a_stage_error():
         result.raise_if_failed()
     assert isinstance(info.value.__cause__, KeyError)
     assert (info.value.block, info.value.seq) == (7, 40)
+
+
+def test_pickled_block_carries_its_rows_not_its_parent_buffers():
+    """Blocks are zero-copy slices of a reader's batch; across processes only their rows go."""
+    import pickle
+
+    blocks = list(to_blocks([pa.record_batch({"x": np.arange(100_000)})], 1_000))
+    data = pickle.dumps(blocks[7], protocol=5)
+    assert len(data) < 3 * blocks[7].batch.nbytes  # the parent column alone is 800 KB
+    assert pickle.loads(data).batch.equals(blocks[7].batch)
+
+
+def test_pickled_result_round_trips_batch_and_failure():
+    import pickle
+
+    ok = MapTask("s", lambda b: b.slice(1))(_block([1, 2, 3], index=4))
+    back = pickle.loads(pickle.dumps(ok))
+    assert back.batch.equals(ok.batch) and back.counts == ok.counts and back.index == 4
+    failed = MapTask("s", lambda b: 1 / 0)(_block([1]))
+    with pytest.raises(StageError, match="ZeroDivisionError"):
+        pickle.loads(pickle.dumps(failed)).raise_if_failed()
