@@ -1,6 +1,6 @@
 """The six stages of the assembly line, engine-agnostic: pure functions over blocks plus a spec."""
 
-from seqline.components import ingest, preprocess
+from seqline.components import ingest, preprocess, tfrecord_write
 from seqline.pipeline.specs import ComponentSpec
 
 __all__ = ["COMPONENTS"]
@@ -13,7 +13,7 @@ def _planned(name: str, doc: str) -> ComponentSpec:
 # An explicit table, in assembly-line order: no registry, no autoloading.
 COMPONENTS: dict[str, ComponentSpec] = {
     "ingest": ingest.SPEC,
-    "tfrecord_write": _planned("tfrecord_write", "Blocks -> ordered TFRecord shards."),
+    "tfrecord_write": tfrecord_write.SPEC,
     "preprocess": preprocess.SPEC,
     "batching": _planned("batching", "Ordered stream -> exact-size batches."),
     "train": _planned("train", "Batches -> SavedModel with an order audit."),

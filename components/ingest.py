@@ -1,4 +1,4 @@
-"""ingest: read CSV, JSON Lines or Parquet files into blocks and give each record its seq."""
+"""ingest: read CSV, JSON Lines, Parquet or TFRecord files into blocks, each record with its seq."""
 
 from __future__ import annotations
 
@@ -7,91 +7,145 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.json as pajson
-import pyarrow.parquet as pq
 
-from seqline.pipeline.blocks import Block, to_blocks
+from seqline.components.readers import Part, ReadError, Source, read_source
+from seqline.pipeline.blocks import SEQ, recut, seq_of, with_seq
+from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.specs import REQUIRED, ComponentSpec, StageSpec, did_you_mean
+from seqline.pipeline.stage import BlockResult, Counts
 
-__all__ = ["SPEC", "read_blocks", "resolve_paths"]
+__all__ = ["SPEC", "read_blocks", "resolve_sources"]
 
-FORMATS = ("csv", "jsonl", "parquet")
+FORMATS = ("csv", "jsonl", "parquet", "tfrecord")
 
 # 16,384 rows: large enough that per-block overhead (a task, a pickle) is noise, small enough
 # that a window of 4x2 blocks of a wide table stays in the tens of MB.
 DEFAULT_BLOCK_RECORDS = 16_384
 
 
-def read_blocks(stage: StageSpec, base_dir: Path) -> Iterator[Block]:
+def read_blocks(stage: StageSpec, base_dir: Path) -> Iterator[BlockResult]:
     """Read the stage's files in declared order (glob matches sorted) as numbered blocks.
 
-    Seq is the record's rank across all files: file order, then row order.
+    Seq is the record's rank across all files: file order, then record order; a bad record
+    keeps its seq and goes to dead letters (with an error budget) or fails the run.
 
-    Example: paths ["a.csv", "b.csv"] with 3 and 2 rows give seq 0-2 from a.csv, 3-4 from b.csv.
+    Example: paths ["a.csv", "b.csv"] with 3 and 2 rows give seq 0-2 from a.csv, 3-4 from
+    b.csv; if a.csv's second row were malformed, seq 1 would be a dead letter.
+
+    Raises:
+        StageError: a bad record without an error budget (naming file, line and seq), or a
+            file that cannot be read at all.
     """
     params = SPEC.params_with_defaults(stage)
-    paths = resolve_paths(stage, base_dir)
-    batches = _read_files(stage, params["format"], paths, params["schema"])
-    return to_blocks(batches, int(params["block_records"]))
+    letters: list[DeadLetter] = []
+    batches = _read_all(stage, resolve_sources(stage, base_dir), params, letters)
+    index = 0
+    for block in recut(batches, int(params["block_records"])):
+        yield _result(stage, index, block.batch, letters)
+        index += 1
+    if letters:  # bad records after the last good one
+        yield _result(stage, index, None, letters)
 
 
-def resolve_paths(stage: StageSpec, base_dir: Path) -> list[Path]:
-    """Expand the `paths` parameter: relative to the pipeline file, globs sorted, must exist."""
+def _result(stage: StageSpec, index: int, batch: pa.RecordBatch | None,
+            letters: list[DeadLetter]) -> BlockResult:
+    dead = tuple(letters)
+    letters.clear()
+    rows = batch.num_rows if batch is not None else 0
+    first = int(seq_of(batch)[0]) if rows else None
+    counts = Counts(records_in=rows + len(dead), records_out=rows, dead_lettered=len(dead))
+    if batch is None:
+        batch = pa.RecordBatch.from_pydict({SEQ: pa.array([], pa.int64())})
+    return BlockResult(stage.name, index, first, batch, counts, dead_letters=dead)
+
+
+def _read_all(stage: StageSpec, sources: list[Source], params: dict[str, Any],
+              letters: list[DeadLetter]) -> Iterator[pa.RecordBatch]:
+    types = {k: pa.type_for_alias(v) for k, v in (params["schema"] or {}).items()}
+    first_schema: pa.Schema | None = None
+    base = 0  # seq of the current file's first record
+    for source in sources:
+        end = 0
+        for part in _parts(stage, source, params["format"], types):
+            for bad in part.bad:
+                letter = DeadLetter(base + bad.record, bad.reason, source.name, bad.line, bad.raw)
+                if stage.errors is None:
+                    raise _bad_record_error(stage, letter)
+                letters.append(letter)
+            end = part.end
+            if part.batch.num_rows == 0:
+                continue
+            if first_schema is None:
+                first_schema = part.batch.schema
+                types = dict(zip(first_schema.names, first_schema.types, strict=True))
+            elif part.batch.schema != first_schema:
+                raise StageError(
+                    f"{stage.where}: {source.name} has columns {part.batch.schema.names} of "
+                    f"types {[str(t) for t in part.batch.schema.types]}, unlike the first "
+                    f"file's {first_schema}. All files of one ingest must share a schema; "
+                    "declare it with `schema:` or split the stage.", stage=stage.name)
+            yield with_seq(part.batch, base + part.records)
+        base += end
+
+
+def _parts(stage: StageSpec, source: Source, fmt: str,
+           types: dict[str, pa.DataType]) -> Iterator[Part]:
+    try:
+        yield from read_source(source, fmt, types)
+    except ReadError as exc:
+        raise StageError(f"{stage.where}: {exc}", stage=stage.name) from exc
+    except OSError as exc:
+        raise StageError(f"{stage.where}: cannot read {source.name}: {exc}",
+                         stage=stage.name) from exc
+
+
+def _bad_record_error(stage: StageSpec, letter: DeadLetter) -> StageError:
+    return StageError(
+        f"{stage.where}: bad record in {letter.where()}: {letter.reason}\n"
+        f"  the line: {letter.raw!r}\n"
+        "Fix the input, or give the pipeline an error budget (e.g. `errors: {max_fraction: "
+        "0.01}`) to set bad records aside as dead letters.",
+        stage=stage.name, seq=letter.seq)
+
+
+def resolve_sources(stage: StageSpec, base_dir: Path) -> list[Source]:
+    """Expand `paths`: relative to the pipeline file or fsspec URLs; globs sorted; must exist."""
     paths = stage.params.get("paths")
     if isinstance(paths, str):
         paths = [paths]
     if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
         raise ConfigError(
-            f"{stage.where}: `paths` must be a non-empty list of file paths or globs.")
-    found: list[Path] = []
+            f"{stage.where}: `paths` must be a non-empty list of file paths, URLs or globs.")
+    found: list[Source] = []
     for pattern in paths:
-        full = Path(pattern) if Path(pattern).is_absolute() else base_dir / pattern
-        matches = sorted(glob.glob(str(full))) if glob.has_magic(pattern) else [str(full)]
-        matches = [m for m in matches if Path(m).is_file()]
+        matches = _expand_url(pattern) if "://" in pattern else _expand_local(pattern, base_dir)
         if not matches:
             raise ConfigError(
-                f"{stage.where}: input file {pattern!r} not found (looked for {full}). "
-                "Paths are relative to the pipeline file's folder; check the name or the glob.")
-        found.extend(Path(m) for m in matches)
+                f"{stage.where}: input file {pattern!r} not found"
+                + ("" if "://" in pattern else f" (looked for {_local(pattern, base_dir)})")
+                + ". Paths are relative to the pipeline file's folder; check the name or glob.")
+        found.extend(matches)
     return found
 
 
-def _read_files(stage: StageSpec, fmt: str, paths: list[Path],
-                schema: dict[str, str] | None) -> Iterator[pa.RecordBatch]:
-    column_types = {k: pa.type_for_alias(v) for k, v in (schema or {}).items()}
-    first_schema: pa.Schema | None = None
-    for path in paths:
-        for batch in _read_file(stage, fmt, path, column_types):
-            if first_schema is None:
-                first_schema = batch.schema
-                if fmt == "csv":  # later files must parse exactly like the first
-                    column_types = {f.name: f.type for f in first_schema}
-            elif batch.schema != first_schema:
-                raise StageError(
-                    f"{stage.where}: {path} has columns {batch.schema.names} of types "
-                    f"{[str(t) for t in batch.schema.types]}, unlike the first file's "
-                    f"{first_schema}. All files of one ingest must share a schema; declare it "
-                    "with `schema:` or split the stage.", stage=stage.name)
-            yield batch
+def _local(pattern: str, base_dir: Path) -> Path:
+    return Path(pattern) if Path(pattern).is_absolute() else base_dir / pattern
 
 
-def _read_file(stage: StageSpec, fmt: str, path: Path,
-               column_types: dict[str, pa.DataType]) -> Iterator[pa.RecordBatch]:
-    try:
-        if fmt == "csv":
-            convert = pacsv.ConvertOptions(column_types=column_types)
-            with pacsv.open_csv(path, convert_options=convert) as reader:
-                yield from reader
-        elif fmt == "jsonl":
-            yield from pajson.read_json(path).to_batches()
-        else:
-            yield from pq.ParquetFile(path).iter_batches()
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise StageError(f"{stage.where}: cannot read {path} as {fmt}: {exc}",
-                         stage=stage.name) from exc
+def _expand_local(pattern: str, base_dir: Path) -> list[Source]:
+    full = str(_local(pattern, base_dir))
+    matches = sorted(glob.glob(full)) if glob.has_magic(pattern) else [full]
+    return [Source(m, local=True) for m in matches if Path(m).is_file()]
+
+
+def _expand_url(url: str) -> list[Source]:
+    fs, path = fsspec.core.url_to_fs(url)
+    names = sorted(fs.glob(path)) if glob.has_magic(path) else [path]
+    names = [n for n in names if fs.isfile(n)]
+    return [Source(fs.unstrip_protocol(n), local=False) for n in names]
 
 
 def _validate(stage: StageSpec, base_dir: Path) -> None:
@@ -108,7 +162,7 @@ def _validate(stage: StageSpec, base_dir: Path) -> None:
         except ValueError as exc:
             raise ConfigError(f"{stage.where}: column {column!r} has unknown type {alias!r}; "
                               "use an Arrow type name such as int64, double or string.") from exc
-    resolve_paths(stage, base_dir)
+    resolve_sources(stage, base_dir)
 
 
 PARAMETERS: dict[str, Any] = {

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from seqline.components.tfrecord_write import WRITE_PARAMETERS, make_sink, validate_write
 from seqline.pipeline.blocks import SEQ, seq_of
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.functions import load_function
@@ -21,8 +22,12 @@ __all__ = ["SPEC", "apply_batch", "make_task"]
 BATCH_FORMATS = ("pyarrow", "numpy", "pandas", "record")
 
 
-def make_task(stage: StageSpec, base_dir: Path) -> MapTask:
+def make_task(stage: StageSpec, base_dir: Path, out_dir: Path) -> MapTask:
     """The stage as a MapTask that any runner can ship to its workers.
+
+    Each block's output is written as one TFRecord shard by the worker that made it (the
+    artifact's shards are then in seq order by block index), and streamed on to the next stage.
+    With an error budget, rows the function fails on go to dead letters (see isolate.py).
 
     Example: fn "features:add_columns" with batch_format "pandas" calls add_columns(df) on each
     block as a DataFrame (with `__seq__`) and expects a DataFrame back.
@@ -30,7 +35,8 @@ def make_task(stage: StageSpec, base_dir: Path) -> MapTask:
     params = SPEC.params_with_defaults(stage)
     fn = functools.partial(apply_batch, fn_ref=params["fn"], batch_format=params["batch_format"],
                            base_dir=str(base_dir), fn_kwargs=params["fn_kwargs"] or {})
-    return MapTask(stage.name, fn)
+    return MapTask(stage.name, fn, dead_letters=stage.errors is not None,
+                   sink=make_sink(params, out_dir))
 
 
 def apply_batch(batch: pa.RecordBatch, *, fn_ref: str, batch_format: str, base_dir: str,
@@ -94,6 +100,7 @@ def _validate(stage: StageSpec, base_dir: Path) -> None:
             f"{stage.where}: unknown batch_format {params['batch_format']!r}."
             f"{did_you_mean(str(params['batch_format']), list(BATCH_FORMATS))} "
             f"Formats: {', '.join(BATCH_FORMATS)}.")
+    validate_write(stage, params)
     if not isinstance(params["fn_kwargs"] or {}, dict):
         raise ConfigError(f"{stage.where}: `fn_kwargs` must be a mapping of keyword arguments.")
     try:
@@ -106,7 +113,9 @@ PARAMETERS: dict[str, Any] = {
     "fn": REQUIRED,
     "batch_format": "pyarrow",
     "fn_kwargs": None,  # keyword arguments passed to every call of fn
+    **WRITE_PARAMETERS,
 }
 
 SPEC = ComponentSpec("preprocess", "map", PARAMETERS, _validate, make_task,
-                     doc="Blocks -> blocks through a user function, in parallel, in order.")
+                     doc="Records -> records through a user function, in parallel, in order, "
+                         "stored as TFRecord shards.", writes_records=True)

@@ -11,13 +11,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from seqline.components import COMPONENTS
+from seqline.components.tfrecords import read_artifact, schema_to_text
 from seqline.orchestration.runners import Runner
-from seqline.pipeline.artifacts import StageArtifact, run_dir
-from seqline.pipeline.blocks import Block
-from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.artifacts import StageArtifact, read_manifest, run_dir
+from seqline.pipeline.audit import SeqDigest
+from seqline.pipeline.blocks import Block, recut, seq_of
+from seqline.pipeline.deadletters import DeadLetterFile
+from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.specs import PipelineSpec, StageSpec
-from seqline.pipeline.stage import Counts
+from seqline.pipeline.stage import BlockResult, Counts
 
 __all__ = ["StageReport", "run_pipeline"]
 
@@ -45,7 +50,9 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
     """Run every stage of `spec` with `runner`; return one report per stage.
 
     Stages are chained generators: a map stage pulls blocks from the stage before it as its
-    window frees up, so ingest reads only as far ahead as the runner's window.
+    window frees up, so ingest reads only as far ahead as the runner's window. A stage whose
+    `inputs` names an earlier, non-adjacent stage reads that stage's stored records once
+    every stage before it has committed.
 
     Raises:
         ConfigError: the run id is taken, or the pipeline's shape is not supported.
@@ -65,16 +72,17 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
         stream: Iterator[Block] | None = None
         previous: str | None = None
         for stage in spec.stages:
-            _check_input(stage, previous)
             report = StageReport(stage.name, stage.component)
             artifact = StageArtifact(root, run_id, stage.name)
             reports.append(report)
             artifacts.append(artifact)
-            produced = _produce(stage, spec.base_dir, runner, stream)
+            if stage.inputs and stage.inputs[0] != previous:  # an earlier stage's records
+                _drain(stream)  # every stage so far finishes and commits first
+                stream = _read_records(folder / stage.inputs[0])
+            produced = _produce(stage, spec.base_dir, runner, stream, artifact.path)
             stream = _track(stage, produced, artifact, report, runner, progress)
             previous = stage.name
-        for _ in stream or ():
-            pass
+        _drain(stream)
     except BaseException as exc:
         for artifact, report in zip(artifacts, reports, strict=True):
             if report.status != "succeeded":
@@ -88,41 +96,124 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
     return reports
 
 
+def _drain(stream: Iterator[Block] | None) -> None:
+    for _ in stream or ():
+        pass
+
+
+def _read_records(stage_dir: Path) -> Iterator[Block]:
+    """A committed stage's stored records as blocks, one per shard, in seq order."""
+    manifest = read_manifest(stage_dir)
+    for index, batch in enumerate(read_artifact(stage_dir, manifest)):
+        yield Block(index, batch)
+
+
 def _produce(stage: StageSpec, base_dir: Path, runner: Runner,
-             upstream: Iterator[Block] | None) -> Iterator[tuple[Block, Counts]]:
+             upstream: Iterator[Block] | None, out_dir: Path) -> Iterator[BlockResult]:
     component = COMPONENTS[stage.component]
     if component.kind == "source":
-        for block in component.executor(stage, base_dir):
-            yield block, Counts(len(block), len(block))
+        yield from component.executor(stage, base_dir)
         return
-    task = component.executor(stage, base_dir)
+    task = component.executor(stage, base_dir, out_dir)
+    blocks = upstream or iter(())
+    if task.input_records:
+        blocks = recut((b.batch for b in blocks), task.input_records)
     runner.max_in_flight = 0
-    for result in runner.map_blocks(task, upstream or iter(())):
-        yield Block(result.index, result.batch), result.counts
+    yield from runner.map_blocks(task, blocks)
 
 
-def _track(stage: StageSpec, produced: Iterator[tuple[Block, Counts]], artifact: StageArtifact,
+def _track(stage: StageSpec, produced: Iterator[BlockResult], artifact: StageArtifact,
            report: StageReport, runner: Runner, progress: Progress | None) -> Iterator[Block]:
-    """Pass blocks through, counting them; commit the stage's manifest when they end."""
+    """Pass non-empty blocks on, renumbered densely; account for everything; commit at the end."""
     start = time.perf_counter()
     report.status = "running"
-    for block, counts in produced:
-        report.counts += counts
+    out = _StageOutput(stage, artifact.path)
+    for result in produced:
+        report.counts += result.counts
         report.blocks += 1
-        if len(block):
-            seq = block.seq
-            report.seq_min = int(seq[0]) if report.seq_min is None else report.seq_min
-            report.seq_max = int(seq[-1])
+        out.add(result)
         if progress:
             progress(stage.name, report.counts)
-        yield block
+        if result.batch is not None and result.batch.num_rows:
+            yield Block(out.forwarded, result.batch)
+            out.forwarded += 1
     report.seconds = time.perf_counter() - start
     report.max_in_flight = runner.max_in_flight
+    stored = out.finish(report.counts)
+    report.seq_min, report.seq_max = out.seq_min, out.seq_max
     report.status = "succeeded"
-    report.path = artifact.commit(_manifest(stage, report, runner))
+    report.path = artifact.commit(_manifest(stage, report, runner, stored))
 
 
-def _manifest(stage: StageSpec, report: StageReport, runner: Runner) -> dict[str, Any]:
+class _StageOutput:
+    """What a stage's results add up to: seq range and digest, dead letters, shards, schema.
+
+    Dead letters are appended to the stage's file as they arrive and held to its error budget;
+    shard descriptions are kept in block order, which is seq order.
+    """
+
+    def __init__(self, stage: StageSpec, folder: Path) -> None:
+        self.stage = stage
+        self.component = COMPONENTS[stage.component]
+        self.digest = SeqDigest()
+        self.dead = DeadLetterFile(folder)
+        self.shards: list[dict[str, Any]] = []
+        self.schema: pa.Schema | None = None
+        self.seq_min: int | None = None
+        self.seq_max: int | None = None
+        self.forwarded = 0
+
+    def add(self, result: BlockResult) -> None:
+        self.dead.add(result.dead_letters)
+        if self.stage.errors:
+            self.stage.errors.check_running(self.stage.name, self.dead.count, self.dead.first)
+        batch = result.batch
+        if batch is None or not batch.num_rows:
+            return
+        seq = seq_of(batch)
+        self.digest.update(seq)
+        self.seq_min = int(seq[0]) if self.seq_min is None else self.seq_min
+        self.seq_max = int(seq[-1])
+        if result.shard is not None:
+            self._check_schema(result, batch.schema)
+            self.shards.append(result.shard)
+
+    def _check_schema(self, result: BlockResult, schema: pa.Schema) -> None:
+        if self.schema is None:
+            self.schema = schema
+        elif schema != self.schema:
+            raise StageError(
+                f"stage {self.stage.name!r}: block {result.index} (first seq "
+                f"{result.first_seq}) returned columns {_describe(schema)}, but earlier blocks "
+                f"returned {_describe(self.schema)}. Return the same columns and types from "
+                "every block (cast explicitly where a type depends on the data).",
+                stage=self.stage.name, block=result.index, seq=result.first_seq)
+
+    def finish(self, counts: Counts) -> dict[str, Any]:
+        """The manifest's account of the output; raises if the error budget is exceeded."""
+        dead = self.dead.close()
+        if self.stage.errors:
+            self.stage.errors.check_final(self.stage.name, self.dead.count, counts.records_in,
+                                          self.dead.first)
+        stored: dict[str, Any] = {"seq_digest": self.digest.hexdigest(), "dead_letters": dead}
+        if self.component.writes_records:
+            params = self.component.params_with_defaults(self.stage)
+            stored |= {
+                "format": "tfrecord",
+                "compression": params["compression"],
+                "schema": schema_to_text(self.schema) if self.schema else None,
+                "features": {f.name: str(f.type) for f in self.schema or []},
+                "shards": self.shards,
+            }
+        return stored
+
+
+def _describe(schema: pa.Schema) -> str:
+    return ", ".join(f"{f.name}: {f.type}" for f in schema)
+
+
+def _manifest(stage: StageSpec, report: StageReport, runner: Runner,
+              stored: dict[str, Any]) -> dict[str, Any]:
     return {
         "stage": stage.name,
         "component": stage.component,
@@ -131,19 +222,14 @@ def _manifest(stage: StageSpec, report: StageReport, runner: Runner) -> dict[str
         "blocks": report.blocks,
         "seq_min": report.seq_min,
         "seq_max": report.seq_max,
+        **stored,
+        "input": stage.inputs[0] if stage.inputs else None,
+        "errors": asdict(stage.errors) if stage.errors else None,
         "seconds": round(report.seconds, 4),
         "params": dict(stage.params),
         "runner": {"name": runner.name, "workers": runner.workers, "window": runner.window},
         "committed_at": _now(),
     }
-
-
-def _check_input(stage: StageSpec, previous: str | None) -> None:
-    if stage.inputs and list(stage.inputs) != [previous]:
-        raise ConfigError(
-            f"{stage.where}: reads {list(stage.inputs)}, but this version streams each stage "
-            f"into the next only (here {previous!r}). Reorder the stages so that each reads "
-            "the one before it.")
 
 
 def _write_run(folder: Path, record: dict[str, Any]) -> None:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["SEQ", "Block", "batch_from_ipc", "batch_to_ipc", "seq_of", "to_blocks"]
+__all__ = ["SEQ", "Block", "batch_from_ipc", "batch_to_ipc", "recut", "seq_of", "to_blocks",
+           "with_seq"]
 
 SEQ = "__seq__"
 """The column holding each record's 0-based rank in source order (int64, dense, never changed)."""
@@ -66,17 +67,28 @@ def seq_of(batch: pa.RecordBatch) -> np.ndarray:
 def to_blocks(
     batches: Iterable[pa.RecordBatch], block_records: int, *, first_seq: int = 0
 ) -> Iterator[Block]:
-    """Re-cut a stream of batches into blocks of exactly `block_records` rows and number them.
-
-    Every block but the last has `block_records` rows; `SEQ` is appended as a dense int64
-    column starting at `first_seq`, so seq is assigned once, here, in stream order.
+    """Number the records of a stream densely from `first_seq` and cut it into blocks.
 
     Example: batches of 3 and 4 rows with block_records=5 give blocks 0 (seq 0-4) and 1 (5-6).
+    """
+    def numbered() -> Iterator[pa.RecordBatch]:
+        seq = first_seq
+        for batch in batches:
+            yield with_seq(batch, np.arange(seq, seq + batch.num_rows, dtype=np.int64))
+            seq += batch.num_rows
+
+    return recut(numbered(), block_records)
+
+
+def recut(batches: Iterable[pa.RecordBatch], block_records: int) -> Iterator[Block]:
+    """Re-cut batches that already carry `SEQ` into blocks of exactly `block_records` rows.
+
+    Every block but the last has `block_records` rows, so block boundaries depend on neither
+    a reader's batch sizes nor the worker that produced them. Blocks are numbered from 0.
     """
     pending: list[pa.RecordBatch] = []
     held = 0
     index = 0
-    seq = first_seq
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -88,13 +100,14 @@ def to_blocks(
             rest = table.slice(block_records)
             pending = rest.combine_chunks().to_batches() if rest.num_rows else []
             held = rest.num_rows
-            yield Block(index, _with_seq(head, seq))
-            index, seq = index + 1, seq + block_records
+            yield Block(index, head)
+            index += 1
     if held:
-        tail = pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
-        yield Block(index, _with_seq(tail, seq))
+        yield Block(index, pa.Table.from_batches(pending).combine_chunks().to_batches()[0])
 
 
-def _with_seq(batch: pa.RecordBatch, first_seq: int) -> pa.RecordBatch:
-    seq = pa.array(np.arange(first_seq, first_seq + batch.num_rows, dtype=np.int64))
-    return batch.append_column(SEQ, seq)
+def with_seq(batch: pa.RecordBatch, seq: np.ndarray) -> pa.RecordBatch:
+    """`batch` with `seq` (int64, one per row) as its `SEQ` column, replacing any there."""
+    if SEQ in batch.schema.names:
+        batch = batch.drop_columns([SEQ])
+    return batch.append_column(SEQ, pa.array(seq, pa.int64()))

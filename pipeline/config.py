@@ -8,12 +8,14 @@ from typing import Any
 
 import yaml
 
+from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec, did_you_mean
 
 __all__ = ["load_pipeline", "parse_pipeline"]
 
-STAGE_KEYS = ("name", "component", "params", "inputs")
+STAGE_KEYS = ("name", "component", "params", "inputs", "errors")
+PIPELINE_KEYS = ("name", "stages", "errors")
 
 
 def load_pipeline(path: Path | str, components: Mapping[str, ComponentSpec]) -> PipelineSpec:
@@ -45,8 +47,15 @@ def parse_pipeline(text: str, base_dir: Path, components: Mapping[str, Component
     if not isinstance(data, dict) or not isinstance(data.get("stages"), list) or not data["stages"]:
         raise ConfigError(f"{source}: expected a mapping with `name:` and a non-empty list "
                           "`stages:`; see the README for a pipeline file.")
+    for key in data:
+        if key not in PIPELINE_KEYS:
+            raise ConfigError(f"{source}: unknown top-level key {key!r}."
+                              f"{did_you_mean(str(key), list(PIPELINE_KEYS))} A pipeline file "
+                              f"has: {', '.join(PIPELINE_KEYS)}.")
+    default_budget = ErrorBudget.parse(data.get("errors"), f"{source}: errors")
     lines = _stage_lines(root)
-    stages = tuple(_stage(raw, i, lines, source) for i, raw in enumerate(data["stages"]))
+    stages = tuple(_stage(raw, i, lines, source, default_budget)
+                   for i, raw in enumerate(data["stages"]))
     _check_names(stages, source)
     spec = PipelineSpec(str(data.get("name") or Path(source).stem), stages, base_dir)
     for stage in spec.stages:
@@ -69,10 +78,30 @@ def parse_pipeline(text: str, base_dir: Path, components: Mapping[str, Component
             component.validate(stage, base_dir)
         else:
             component.params_with_defaults(stage)
+        _check_inputs(spec, stage, components, source)
     return spec
 
 
-def _stage(raw: Any, i: int, lines: list[int | None], source: str) -> StageSpec:
+def _check_inputs(spec: PipelineSpec, stage: StageSpec,
+                  components: Mapping[str, ComponentSpec], source: str) -> None:
+    """A stage reads the stage before it (streamed) or an earlier stage's stored records."""
+    if not stage.inputs:
+        return
+    if len(stage.inputs) > 1:
+        raise ConfigError(f"{source}: {stage.where}: reads {list(stage.inputs)}; a stage reads "
+                          "one input. Merge inputs in ingest (several `paths`).")
+    position = spec.stages.index(stage)
+    named = spec.stage(stage.inputs[0])
+    if named is spec.stages[position - 1] or components[named.component].writes_records:
+        return
+    raise ConfigError(
+        f"{source}: {stage.where}: reads {named.name!r}, which is not the stage before it and "
+        f"keeps no records ({named.component} streams them on). Read a stage that writes "
+        "TFRecords (tfrecord_write, preprocess), or move this stage right after it.")
+
+
+def _stage(raw: Any, i: int, lines: list[int | None], source: str,
+           default_budget: ErrorBudget | None) -> StageSpec:
     line = lines[i] if i < len(lines) else None
     where = f"{source}: stage #{i + 1}" + (f" (line {line})" if line else "")
     if not isinstance(raw, dict):
@@ -90,7 +119,9 @@ def _stage(raw: Any, i: int, lines: list[int | None], source: str) -> StageSpec:
         raise ConfigError(f"{where}: `params:` must be a mapping, got {type(params).__name__}.")
     inputs = raw.get("inputs") or []
     inputs = [inputs] if isinstance(inputs, str) else inputs
-    return StageSpec(raw["name"], raw["component"], params, tuple(inputs), line)
+    budget = ErrorBudget.parse(raw["errors"], f"{where}: errors") if "errors" in raw \
+        else default_budget
+    return StageSpec(raw["name"], raw["component"], params, tuple(inputs), line, budget)
 
 
 def _check_names(stages: tuple[StageSpec, ...], source: str) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import ConfigError
 
 __all__ = ["REQUIRED", "ComponentSpec", "PipelineSpec", "StageSpec", "did_you_mean"]
@@ -25,6 +26,7 @@ class StageSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
     inputs: tuple[str, ...] = ()
     line: int | None = None  # 1-based line in the pipeline file, for messages
+    errors: ErrorBudget | None = None  # None: the first bad record fails the run
 
     @property
     def where(self) -> str:
@@ -56,10 +58,12 @@ class ComponentSpec:
     kind: Literal["source", "map", "planned"]
     parameters: Mapping[str, Any]
     validate: Callable[[StageSpec, Path], None] | None = None
-    # The engine-agnostic work: a source's read_blocks(stage, base_dir) -> Iterator[Block],
-    # a map's make_task(stage, base_dir) -> MapTask that a runner ships to its workers.
-    executor: Callable[[StageSpec, Path], Any] | None = None
+    # The engine-agnostic work: a source's read_blocks(stage, base_dir) -> Iterator[BlockResult],
+    # a map's make_task(stage, base_dir, out_dir) -> MapTask that a runner ships to its
+    # workers, which write the stage's files into out_dir.
+    executor: Callable[..., Any] | None = None
     doc: str = ""
+    writes_records: bool = False  # its artifact holds its output records (TFRecord shards)
 
     def params_with_defaults(self, stage: StageSpec) -> dict[str, Any]:
         """The stage's parameters, checked for unknown or missing names, with defaults filled."""

@@ -11,11 +11,16 @@ import numpy as np
 import pyarrow as pa
 
 from seqline.pipeline.blocks import SEQ, Block, batch_from_ipc, batch_to_ipc, seq_of
+from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import StageError
+from seqline.pipeline.isolate import RowFailed, apply_isolating
 
 __all__ = ["BlockResult", "Counts", "MapTask", "StageFailure", "check_order"]
 
 BatchFn = Callable[[pa.RecordBatch], pa.RecordBatch]
+# Writes a block's output where the stage keeps it; returns the batch as stored and a
+# description of the shard (None when nothing was written). See components/tfrecords.py.
+ShardWriter = Callable[[int, pa.RecordBatch], tuple[pa.RecordBatch, dict | None]]
 
 
 @dataclass(frozen=True)
@@ -52,15 +57,16 @@ class StageFailure:
     message: str
     traceback: str
     pickled: bytes | None
+    seq: int | None = None  # the failing record, when the worker could tell which one
 
     @classmethod
-    def of(cls, exc: BaseException) -> StageFailure:
+    def of(cls, exc: BaseException, seq: int | None = None) -> StageFailure:
         try:
             pickled: bytes | None = pickle.dumps(exc)
         except Exception:  # an unpicklable exception still reaches the driver as text
             pickled = None
         text = "".join(traceback.format_exception(exc))
-        return cls(f"{type(exc).__name__}: {exc}", text, pickled)
+        return cls(f"{type(exc).__name__}: {exc}", text, pickled, seq)
 
     def original(self) -> BaseException | None:
         try:
@@ -71,7 +77,7 @@ class StageFailure:
 
 @dataclass(frozen=True)
 class BlockResult:
-    """What a worker sends back for one block: the output batch and counts, or a failure."""
+    """What a worker sends back for one block: output, counts, dead letters, shard; or a failure."""
 
     stage: str
     index: int
@@ -79,11 +85,13 @@ class BlockResult:
     batch: pa.RecordBatch | None = None
     counts: Counts = field(default_factory=Counts)
     failure: StageFailure | None = None
+    dead_letters: tuple[DeadLetter, ...] = ()
+    shard: dict | None = None
 
     def __reduce__(self):  # the output batch crosses processes as Arrow IPC, see batch_to_ipc
         data = None if self.batch is None else batch_to_ipc(self.batch)
         return (_rebuild_result, (self.stage, self.index, self.first_seq, data, self.counts,
-                                  self.failure))
+                                  self.failure, self.dead_letters, self.shard))
 
     def raise_if_failed(self) -> None:
         """Raise the worker's failure on the driver as a StageError naming stage, block, seq."""
@@ -92,10 +100,13 @@ class BlockResult:
         original = self.original_error()
         if isinstance(original, StageError):  # already says where and why
             raise original
+        seq = self.failure.seq
+        where = (f"seq {seq} (block {self.index})" if seq is not None
+                 else f"block {self.index} (first seq {self.first_seq})")
         raise StageError(
-            f"stage {self.stage!r} failed on block {self.index} (first seq {self.first_seq}): "
-            f"{self.failure.message}\n\nWorker traceback:\n{self.failure.traceback}",
-            stage=self.stage, block=self.index, seq=self.first_seq,
+            f"stage {self.stage!r} failed on {where}: {self.failure.message}\n\n"
+            f"Worker traceback:\n{self.failure.traceback}",
+            stage=self.stage, block=self.index, seq=self.first_seq if seq is None else seq,
         ) from original
 
     def original_error(self) -> BaseException | None:
@@ -103,9 +114,10 @@ class BlockResult:
 
 
 def _rebuild_result(stage: str, index: int, first_seq: int | None, data: pa.Buffer | None,
-                    counts: Counts, failure: StageFailure | None) -> BlockResult:
+                    counts: Counts, failure: StageFailure | None,
+                    dead_letters: tuple[DeadLetter, ...], shard: dict | None) -> BlockResult:
     batch = None if data is None else batch_from_ipc(data)
-    return BlockResult(stage, index, first_seq, batch, counts, failure)
+    return BlockResult(stage, index, first_seq, batch, counts, failure, dead_letters, shard)
 
 
 @dataclass(frozen=True)
@@ -114,20 +126,42 @@ class MapTask:
 
     `fn` must be picklable by reference (a module-level function or a `functools.partial` of
     one), so that local processes, Beam workers and Ray tasks all run the same code.
+    `dead_letters` sets rows that fail `fn` aside instead of failing the block (the stage has
+    an error budget); `sink` writes each block's output as a shard, in the worker;
+    `input_records` asks the driver to re-cut the input into blocks of that size first.
     """
 
     stage: str
     fn: BatchFn
+    dead_letters: bool = False
+    sink: ShardWriter | None = None
+    input_records: int | None = None
 
     def __call__(self, block: Block) -> BlockResult:
         try:
-            out = self.fn(block.batch)
+            out, letters = apply_isolating(self.fn, block.batch, self.dead_letters)
             positions = check_order(self.stage, block, out)
+            shard = None
+            if self.sink is not None:
+                out, shard = self._write(block, out)
+        except RowFailed as exc:
+            return BlockResult(self.stage, block.index, block.first_seq,
+                               failure=StageFailure.of(exc.error, seq=exc.seq))
         except Exception as exc:  # carried to the driver, see StageFailure
             return BlockResult(self.stage, block.index, block.first_seq,
                                failure=StageFailure.of(exc))
         return BlockResult(self.stage, block.index, block.first_seq, out,
-                           _count(len(block), positions))
+                           _count(len(block), positions, len(letters)), None,
+                           tuple(letters), shard)
+
+    def _write(self, block: Block, out: pa.RecordBatch) -> tuple[pa.RecordBatch, dict | None]:
+        try:
+            return self.sink(block.index, out)
+        except Exception as exc:
+            raise StageError(
+                f"stage {self.stage!r}, block {block.index} (first seq {block.first_seq}): "
+                f"cannot store the output as tf.train.Example records: {exc}",
+                stage=self.stage, block=block.index, seq=block.first_seq) from exc
 
 
 def check_order(stage: str, block: Block, out: object) -> np.ndarray:
@@ -171,11 +205,12 @@ def check_order(stage: str, block: Block, out: object) -> np.ndarray:
     return positions
 
 
-def _count(records_in: int, positions: np.ndarray) -> Counts:
+def _count(records_in: int, positions: np.ndarray, dead_lettered: int = 0) -> Counts:
     per_input = np.bincount(positions, minlength=records_in)
     return Counts(
         records_in=records_in,
         records_out=len(positions),
-        filtered=int((per_input == 0).sum()),
+        filtered=int((per_input == 0).sum()) - dead_lettered,
         exploded=int((per_input[per_input > 1] - 1).sum()),
+        dead_lettered=dead_lettered,
     )

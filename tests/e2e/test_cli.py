@@ -67,7 +67,7 @@ def test_run_failing_function_exits_1_naming_stage_block_and_seq(folder):
     result = _cli(folder, GOOD.replace("latency:double", "latency:boom_at")
                   .replace('"latency:boom_at"}', '"latency:boom_at", fn_kwargs: {seq: 6}}'))
     assert result.exit_code == 1, result.output
-    expected = r"stage 'features' failed on block 1 \(first seq 4\): ValueError"
+    expected = r"stage 'features' failed on seq 6 \(block 1\): ValueError"
     assert _matches(expected, result.output)
     run = json.loads((folder / "root/runs/r1/run.json").read_text())
     assert run["status"] == "failed"

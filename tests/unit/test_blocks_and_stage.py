@@ -58,7 +58,7 @@ def test_map_task_carries_a_worker_exception_to_the_driver_as_a_stage_error():
         raise KeyError("temp")
 
     result = MapTask("features", fn)(_block([40, 41], index=7))
-    with pytest.raises(StageError, match=r"stage 'features' failed on block 7 \(first seq 40\)"
+    with pytest.raises(StageError, match=r"stage 'features' failed on seq 40 \(block 7\)"
                        r": KeyError") as info:
         result.raise_if_failed()
     assert isinstance(info.value.__cause__, KeyError)

@@ -1,5 +1,7 @@
 """The batch formats of preprocess, on tiny in-memory blocks with user functions from a folder."""
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -33,7 +35,7 @@ def _run(folder, fn, batch_format, **kwargs):
     stage = StageSpec("p", "preprocess", {"fn": fn, "batch_format": batch_format,
                                           "fn_kwargs": kwargs})
     block = Block(0, pa.record_batch({"x": np.arange(4), SEQ: np.arange(100, 104)}))
-    result = preprocess.make_task(stage, folder)(block)
+    result = dataclasses.replace(preprocess.make_task(stage, folder, folder), sink=None)(block)
     result.raise_if_failed()
     return result
 

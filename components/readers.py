@@ -1,0 +1,297 @@
+"""File readers for ingest: Arrow's fast readers, and a careful path that finds the bad rows.
+
+A reader yields `Part`s: a batch of good records with each record's index in the file (its
+rank among the file's records, bad ones included) and the bad records it set aside. Ingest
+turns record indices into seq, so a bad row keeps its place in source order.
+
+Text formats (CSV, JSON Lines) are read by Arrow at full speed until Arrow reports an error.
+From that record on, the file is read by the careful path: lines in chunks, each chunk parsed
+by Arrow with the types fixed so far, and a chunk that fails bisected down to its bad lines.
+A record is a non-empty line (the readers' defaults: no newlines inside values).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from seqline.components import tfrecords
+
+__all__ = ["BadRecord", "Part", "Source", "read_source"]
+
+# 4,096 lines per careful chunk: a clean chunk costs one Arrow parse; a chunk with a bad line
+# costs about 2 x log2(4096) = 24 small parses more.
+_CAREFUL_LINES = 4096
+
+
+@dataclass(frozen=True)
+class Source:
+    """An input file: a local path or an fsspec URL, and how to open it as bytes."""
+
+    name: str  # as shown to users: the path or URL
+    local: bool
+
+    def open(self) -> IO[bytes]:
+        """The file's bytes, decompressed if its name ends in .gz, .bz2, .zst, ..."""
+        return fsspec.open(self.name, "rb", compression="infer").open()
+
+    def arrow_input(self) -> Any:
+        """What Arrow's readers take: a path (native I/O) for local files, else a stream."""
+        return self.name if self.local else self.open()
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    record: int  # index among the file's records
+    reason: str
+    line: int | None = None
+    raw: str | None = None
+
+
+@dataclass
+class Part:
+    batch: pa.RecordBatch
+    records: np.ndarray  # int64, the file record index of each row of `batch`
+    bad: list[BadRecord] = field(default_factory=list)
+    end: int = 0  # records of the file consumed once this part is taken, bad ones included
+
+
+class ReadError(ValueError):
+    """The file cannot be read at all (empty, not the format, damaged framing)."""
+
+
+def read_source(source: Source, fmt: str, types: dict[str, pa.DataType]) -> Iterator[Part]:
+    """Read one file as Parts. `types` fixes column types (declared, or the first file's).
+
+    Raises:
+        ReadError: the file as a whole cannot be read, with why.
+    """
+    if fmt == "csv":
+        return _read_text(source, types, _csv_fast, _csv_parser)
+    if fmt == "jsonl":
+        return _read_text(source, types, _jsonl_fast, _jsonl_parser)
+    if fmt == "parquet":
+        return _read_parquet(source)
+    return _read_tfrecord(source, types)
+
+
+# --------------------------------------------------------------------------- text formats
+
+Parser = Callable[[list[bytes]], pa.Table]
+
+
+def _read_text(source: Source, types: dict[str, pa.DataType],
+               fast: Callable[[Source, dict], Iterator[pa.RecordBatch]],
+               make_parser: Callable[[Source, dict, list[bytes]], Parser]) -> Iterator[Part]:
+    done = 0
+    known = dict(types)
+    try:
+        for batch in fast(source, known):
+            known = dict(zip(batch.schema.names, batch.schema.types, strict=True))
+            yield Part(batch, np.arange(done, done + batch.num_rows, dtype=np.int64),
+                       end=done + batch.num_rows)
+            done += batch.num_rows
+        return
+    except pa.ArrowInvalid as exc:
+        if "Empty" in str(exc) and done == 0:
+            raise ReadError(f"{source.name} is empty{_empty_hint(fast)}") from exc
+    yield from _careful(source, done, known, make_parser)
+
+
+def _empty_hint(fast: Callable) -> str:
+    return ": a CSV file needs at least a header line. Remove the file (or narrow the glob " \
+           "that matched it)." if fast is _csv_fast else "."
+
+
+def _careful(source: Source, skip: int, types: dict[str, pa.DataType],
+             make_parser: Callable[[Source, dict, list[bytes]], Parser]) -> Iterator[Part]:
+    """Records `skip` onward, parsed a chunk of lines at a time; bad lines set aside."""
+    with source.open() as f:
+        lines = _numbered_records(f)
+        header = [next(lines)[1]] if make_parser is _csv_parser else []
+        record = 0
+        parse: Parser | None = None
+        chunk: list[tuple[int, bytes]] = []
+        for number, line in lines:
+            if record >= skip:
+                chunk.append((number, line))
+            record += 1
+            if len(chunk) == _CAREFUL_LINES:
+                parse = parse or make_parser(source, types, header + [x for _, x in chunk])
+                yield _parse_chunk(parse, chunk, record - len(chunk))
+                chunk = []
+        if chunk:
+            parse = parse or make_parser(source, types, header + [x for _, x in chunk])
+            yield _parse_chunk(parse, chunk, record - len(chunk))
+
+
+def _numbered_records(f: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, line) for every non-empty line; the first line counts too."""
+    for number, line in enumerate(f, start=1):
+        if line.strip(b"\r\n"):
+            yield number, line if line.endswith(b"\n") else line + b"\n"
+
+
+def _parse_chunk(parse: Parser, chunk: list[tuple[int, bytes]], first: int) -> Part:
+    tables: list[pa.Table] = []
+    rows: list[np.ndarray] = []
+    bad: list[BadRecord] = []
+
+    def attempt(lo: int, hi: int) -> None:
+        try:
+            table = parse([line for _, line in chunk[lo:hi]])
+        except pa.ArrowInvalid as exc:
+            if hi - lo == 1:
+                number, line = chunk[lo]
+                bad.append(BadRecord(first + lo, _reason(exc), number,
+                                     line.decode("utf-8", "replace").rstrip("\r\n")))
+                return
+            mid = (lo + hi) // 2
+            attempt(lo, mid)
+            attempt(mid, hi)
+            return
+        tables.append(table)
+        rows.append(np.arange(first + lo, first + hi, dtype=np.int64))
+
+    attempt(0, len(chunk))
+    good = [t for t in tables if t.num_rows]
+    batch = pa.concat_tables(good).combine_chunks().to_batches(max_chunksize=None)[0] \
+        if good else None
+    records = np.concatenate(rows) if rows else np.empty(0, np.int64)
+    if batch is None:
+        schema = tables[0].schema if tables else pa.schema([])
+        batch = pa.RecordBatch.from_pylist([], schema=schema)
+    return Part(batch, records, bad, end=first + len(chunk))
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc).split("\n")[0]
+    return text.split(": ", 1)[1] if text.startswith("In CSV column") else text
+
+
+def _csv_fast(source: Source, types: dict) -> Iterator[pa.RecordBatch]:
+    convert = pacsv.ConvertOptions(column_types=types)
+    with pacsv.open_csv(source.arrow_input(), convert_options=convert) as reader:
+        yield from reader
+
+
+def _csv_parser(source: Source, types: dict, sample: list[bytes]) -> Parser:
+    """Parse CSV lines (after the header) with every column's type fixed."""
+    header = sample[0]
+    if len(types) < len(header.split(b",")):  # the types are not all known: infer, once
+        opts = pacsv.ParseOptions(invalid_row_handler=lambda row: "skip")
+        inferred = pacsv.read_csv(io.BytesIO(b"".join(sample)), parse_options=opts).schema
+        types = {f.name: types.get(f.name, f.type) for f in inferred}
+    convert = pacsv.ConvertOptions(column_types=types)
+    read = pacsv.ReadOptions(use_threads=False)
+
+    def parse(lines: list[bytes]) -> pa.Table:
+        return pacsv.read_csv(io.BytesIO(header + b"".join(lines)), read_options=read,
+                              convert_options=convert)
+
+    return parse
+
+
+def _jsonl_fast(source: Source, types: dict) -> Iterator[pa.RecordBatch]:
+    options = pajson.ParseOptions(explicit_schema=pa.schema(types) if types else None)
+    with pajson.open_json(source.arrow_input(), parse_options=options) as reader:
+        yield from reader
+
+
+def _jsonl_parser(source: Source, types: dict, sample: list[bytes]) -> Parser:
+    if not types:  # infer from the lines of the sample that parse on their own
+        good = [line for line in sample if _parses(line)]
+        schema = pajson.read_json(io.BytesIO(b"".join(good))).schema if good else pa.schema([])
+        types = dict(zip(schema.names, schema.types, strict=True))
+    options = pajson.ParseOptions(explicit_schema=pa.schema(types),
+                                  unexpected_field_behavior="error")
+
+    def parse(lines: list[bytes]) -> pa.Table:
+        return pajson.read_json(io.BytesIO(b"".join(lines)), parse_options=options)
+
+    return parse
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        pajson.read_json(io.BytesIO(line))
+        return True
+    except pa.ArrowInvalid:
+        return False
+
+
+# --------------------------------------------------------------------------- binary formats
+
+def _read_parquet(source: Source) -> Iterator[Part]:
+    done = 0
+    try:
+        for batch in pq.ParquetFile(source.arrow_input()).iter_batches():
+            yield Part(batch, np.arange(done, done + batch.num_rows, dtype=np.int64),
+                       end=done + batch.num_rows)
+            done += batch.num_rows
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ReadError(f"cannot read {source.name} as Parquet: {exc}") from exc
+
+
+def _read_tfrecord(source: Source, types: dict[str, pa.DataType]) -> Iterator[Part]:
+    """tf.train.Example records; bad protos are bad records, broken framing fails the file."""
+    done = 0
+    schema: pa.Schema | None = None
+    try:
+        with source.open() as f:
+            for records in tfrecords.iter_records(f, source.name):
+                if schema is None:
+                    inferred = _infer_example_schema(records)
+                    schema = pa.schema([pa.field(f.name, types.get(f.name, f.type))
+                                        for f in inferred])
+                batch, bad = _decode_each_bad(records, schema, done)
+                good = np.setdiff1d(np.arange(done, done + len(records)),
+                                    [b.record for b in bad])
+                yield Part(batch, good.astype(np.int64), bad, end=done + len(records))
+                done += len(records)
+    except tfrecords.CorruptRecord as exc:
+        raise ReadError(f"unreadable TFRecord file: {exc}") from exc
+
+
+def _decode_each_bad(records: list[bytes], schema: pa.Schema, first: int
+                     ) -> tuple[pa.RecordBatch, list[BadRecord]]:
+    try:
+        return tfrecords.decode(records, schema), []
+    except tfrecords.CorruptRecord:
+        pass
+    bad, good = [], []
+    for i, record in enumerate(records):  # the error path only: one decode per record
+        try:
+            tfrecords.decode([record], schema)
+            good.append(record)
+        except tfrecords.CorruptRecord as exc:
+            bad.append(BadRecord(first + i, str(exc), None, record[:200].hex()))
+    return tfrecords.decode(good, schema), bad
+
+
+def _infer_example_schema(records: list[bytes]) -> pa.Schema:
+    """Types from the first chunk: a feature with one value in every record is a scalar."""
+    from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
+
+    try:
+        raw = ExamplesToRecordBatchDecoder().DecodeBatch(records[:4096])
+    except RuntimeError as exc:
+        raise tfrecords.CorruptRecord(f"the first records are not tf.train.Example: {exc}") \
+            from exc
+    fields = []
+    for name, col in zip(raw.schema.names, raw.columns, strict=True):
+        inner = pa.binary() if pa.types.is_large_binary(col.type.value_type) \
+            else col.type.value_type
+        lengths = pa.compute.list_value_length(col).fill_null(1)
+        scalar = pa.compute.all(pa.compute.equal(lengths, 1)).as_py()
+        fields.append(pa.field(name, inner if scalar else pa.large_list(inner)))
+    return pa.schema(fields)

@@ -1,0 +1,120 @@
+"""Dead letters: records a stage could not take, kept with why, and the budget that allows them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from seqline.pipeline.errors import ConfigError, StageError
+
+__all__ = ["DEAD_LETTERS", "DeadLetter", "DeadLetterFile", "ErrorBudget", "read_dead_letters"]
+
+DEAD_LETTERS = "dead_letters.jsonl"
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One record a stage rejected: its seq, where it came from, why, and its raw text."""
+
+    seq: int
+    reason: str
+    file: str | None = None
+    line: int | None = None  # 1-based line in `file`, when the format has lines
+    raw: str | None = None  # the record as the source had it (a CSV line, a JSON line, a row)
+
+    def where(self) -> str:
+        place = f"{self.file}, line {self.line}, " if self.file and self.line else \
+            f"{self.file}, " if self.file else ""
+        return f"{place}seq {self.seq}"
+
+
+@dataclass(frozen=True)
+class ErrorBudget:
+    """How many bad records a stage may set aside instead of failing the run.
+
+    With no budget (the default) the first bad record fails the run, naming it. With one, bad
+    records go to the stage's dead letters, and the stage fails at its end if more than
+    `max_fraction` of its input was bad, or as soon as more than `max_records` were.
+
+    Example: `errors: {max_fraction: 0.01}` lets 10 bad rows of 1,000 through, not 11.
+    """
+
+    max_fraction: float = 0.0
+    max_records: int | None = None
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> ErrorBudget | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, Mapping) or set(raw) - {"max_fraction", "max_records"}:
+            raise ConfigError(f"{where}: `errors:` must be a mapping with `max_fraction` "
+                              "(0..1) and optionally `max_records`, e.g. {max_fraction: 0.01}.")
+        fraction, count = raw.get("max_fraction", 0.0), raw.get("max_records")
+        if not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
+            raise ConfigError(f"{where}: errors.max_fraction must be a number from 0 to 1, "
+                              f"got {fraction!r}.")
+        if count is not None and (not isinstance(count, int) or count < 0):
+            raise ConfigError(f"{where}: errors.max_records must be a non-negative integer.")
+        return cls(float(fraction), count)
+
+    def check_running(self, stage: str, dead: int, first: DeadLetter | None) -> None:
+        if self.max_records is not None and dead > self.max_records:
+            raise self._exceeded(stage, f"{dead} bad records so far, more than max_records "
+                                        f"{self.max_records}", first)
+
+    def check_final(self, stage: str, dead: int, records_in: int,
+                    first: DeadLetter | None) -> None:
+        if dead > self.max_fraction * records_in:
+            raise self._exceeded(
+                stage, f"{dead} of {records_in} records were bad "
+                       f"({dead / max(records_in, 1):.2%}), more than max_fraction "
+                       f"{self.max_fraction:g}", first)
+
+    @staticmethod
+    def _exceeded(stage: str, what: str, first: DeadLetter | None) -> StageError:
+        example = f" The first: {first.where()}: {first.reason}" if first else ""
+        return StageError(
+            f"stage {stage!r} exceeded its error budget: {what}.{example} Fix the input, or "
+            "raise `errors:` in the pipeline file if these records may be set aside.",
+            stage=stage, seq=first.seq if first else None)
+
+
+class DeadLetterFile:
+    """A stage's dead letters as JSON Lines, appended as they arrive, counted and hashed."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / DEAD_LETTERS
+        self.count = 0
+        self.first: DeadLetter | None = None
+        self._sha = hashlib.sha256()
+        self._file = None
+
+    def add(self, letters: Iterable[DeadLetter]) -> None:
+        for letter in letters:
+            if self._file is None:
+                self._file = open(self.path, "w")  # noqa: SIM115 - closed in close()
+            line = json.dumps(asdict(letter), sort_keys=True) + "\n"
+            self._file.write(line)
+            self._sha.update(line.encode())
+            self.first = self.first or letter
+            self.count += 1
+
+    def close(self) -> dict[str, Any] | None:
+        """Flush the file; return its manifest entry (None when nothing was set aside)."""
+        if self._file is None:
+            return None
+        self._file.close()
+        return {"path": DEAD_LETTERS, "count": self.count, "sha256": self._sha.hexdigest()}
+
+
+def read_dead_letters(stage_dir: Path) -> list[DeadLetter]:
+    """A committed stage's dead letters, in the order they were set aside (seq order)."""
+    path = Path(stage_dir) / DEAD_LETTERS
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return [DeadLetter(**json.loads(line)) for line in f]
