@@ -19,6 +19,7 @@ from rich.table import Table
 from seqline.components import COMPONENTS
 from seqline.orchestration.executor import StageReport, run_pipeline
 from seqline.orchestration.runners import make_runner
+from seqline.orchestration.verify import StageCheck, verify_run
 from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.errors import ConfigError, SeqlineError
 from seqline.pipeline.stage import Counts
@@ -80,6 +81,43 @@ def run(
     _print_reports(reports, time.perf_counter() - start)
     out.print(f"Run [bold]{run_id}[/] succeeded on {runner.value}; artifacts in "
               f"{(root / 'runs' / run_id).resolve()}")
+    for report in reports:
+        out.print(f"  {report.stage:<16} {report.path}")
+    if not _print_checks(run_id, verify_run(root, run_id)):
+        raise typer.Exit(1)
+
+
+@app.command()
+def verify(
+    run_id: Annotated[str, typer.Argument(help="The run to check.")],
+    root: Annotated[Path, typer.Option(help="Artifact root ($SEQLINE_ROOT).")] = DEFAULT_ROOT,
+) -> None:
+    """Check RUN_ID's artifacts: shard order, coverage, counts, checksums. Exit 0 if all hold."""
+    try:
+        checks = verify_run(root, run_id)
+    except ConfigError as exc:
+        _fail(f"Configuration error: {exc}", 2)
+    if not _print_checks(run_id, checks):
+        raise typer.Exit(1)
+
+
+def _print_checks(run_id: str, checks: list[StageCheck]) -> bool:
+    """The verify table, then each problem in full; True if every stage holds."""
+    table = Table(title=f"verify {run_id}")
+    for column in ("stage", "component", "records", "shards", "dead letters", "contract"):
+        table.add_column(column, justify="left" if column in ("stage", "component") else "right")
+    for c in checks:
+        verdict = "[green]ok[/]" if c.ok else f"[red]{len(c.problems)} problem(s)[/]"
+        table.add_row(c.stage, c.component, f"{c.records:,}", str(c.shards),
+                      f"{c.dead_letters:,}", verdict)
+    out.print(table)
+    for c in checks:
+        for problem in c.problems:
+            out.print(f"[red]{c.stage}[/]: {problem}", highlight=False)
+    ok = all(c.ok for c in checks)
+    out.print("All artifacts hold the ordering contract." if ok else
+              "The run's artifacts break the contract; see the problems above.")
+    return ok
 
 
 def _progress(spec):

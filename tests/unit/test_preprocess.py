@@ -1,6 +1,7 @@
 """The batch formats of preprocess, on tiny in-memory blocks with user functions from a folder."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -8,7 +9,10 @@ import pytest
 
 from seqline.components import preprocess
 from seqline.pipeline.blocks import SEQ, Block
+from seqline.pipeline.deadletters import ErrorBudget
+from seqline.pipeline.errors import StageError
 from seqline.pipeline.specs import StageSpec
+from seqline.pipeline.stage import Counts
 
 FNS = '''
 import numpy as np
@@ -61,3 +65,63 @@ def test_preprocess_record_filter_and_explode_inherit_the_parent_seq(folder):
     assert result.batch.column("part").to_pylist() == [0, 0, 1, 0, 1, 2]
     assert (result.counts.filtered, result.counts.exploded) == (1, 3)
     assert result.counts.balanced
+
+
+FAILING = '''
+import numpy as np
+import pyarrow as pa
+def fails_on(batch, bad=()):
+    if any(s in bad for s in batch.column("__seq__").to_pylist()):
+        raise ValueError("cannot take this row")
+    return batch.append_column("y", pa.array(np.asarray(batch.column("x")) * 2))
+def fails_always(batch):
+    raise KeyError("no_such_column")
+'''
+
+
+def _failing_task(folder, fn, errors, **kwargs):
+    (folder / "failing.py").write_text(FAILING)
+    stage = StageSpec("p", "preprocess", {"fn": f"failing:{fn}", "fn_kwargs": kwargs},
+                      errors=errors)
+    return dataclasses.replace(preprocess.make_task(stage, folder, folder), sink=None)
+
+
+def _block(n=16):
+    return Block(3, pa.record_batch({"x": np.arange(n), SEQ: np.arange(200, 200 + n)}))
+
+
+def test_preprocess_failing_row_without_budget_fails_naming_its_seq(tmp_path):
+    result = _failing_task(tmp_path, "fails_on", None, bad=[207, 211])(_block())
+    with pytest.raises(StageError, match=r"failed on seq 207 \(block 3\): ValueError: cannot") \
+            as info:
+        result.raise_if_failed()
+    assert info.value.seq == 207
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_preprocess_failing_rows_with_budget_become_dead_letters(tmp_path):
+    result = _failing_task(tmp_path, "fails_on", ErrorBudget(0.5), bad=[207, 211])(_block())
+    result.raise_if_failed()
+    assert result.batch.column(SEQ).to_pylist() == [s for s in range(200, 216)
+                                                    if s not in (207, 211)]
+    assert result.batch.column("y").to_pylist()[:3] == [0, 2, 4]
+    assert [(d.seq, d.reason, json.loads(d.raw)) for d in result.dead_letters] == [
+        (207, "ValueError: cannot take this row", {"x": 7}),
+        (211, "ValueError: cannot take this row", {"x": 11})]
+    assert result.counts == Counts(records_in=16, records_out=14, dead_lettered=2)
+
+
+def test_preprocess_function_failing_everywhere_fails_instead_of_dead_lettering(tmp_path):
+    result = _failing_task(tmp_path, "fails_always", ErrorBudget(1.0))(_block())
+    with pytest.raises(StageError, match=r"failed on block 3 \(first seq 200\): KeyError"):
+        result.raise_if_failed()
+
+
+def test_error_budget_fraction_and_count():
+    budget = ErrorBudget(max_fraction=0.01, max_records=20)
+    budget.check_final("p", 10, 1000, None)
+    with pytest.raises(StageError, match=r"11 of 1000 records were bad \(1.10%\), more than "
+                                         r"max_fraction 0.01"):
+        budget.check_final("p", 11, 1000, None)
+    with pytest.raises(StageError, match=r"21 bad records so far, more than max_records 20"):
+        budget.check_running("p", 21, None)

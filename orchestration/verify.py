@@ -1,0 +1,200 @@
+"""`seqline verify`: check every artifact of a run against the ordering contract and accounting."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from seqline.components import COMPONENTS
+from seqline.components.tfrecords import CorruptRecord, decode, read_shard
+from seqline.pipeline.artifacts import read_manifest, run_dir
+from seqline.pipeline.audit import seq_digest
+from seqline.pipeline.blocks import SEQ, seq_of
+from seqline.pipeline.deadletters import DEAD_LETTERS
+from seqline.pipeline.errors import ConfigError
+
+__all__ = ["StageCheck", "verify_run"]
+
+_SEQ_ONLY = pa.schema([pa.field(SEQ, pa.int64())])
+
+
+@dataclass
+class StageCheck:
+    """One stage's verdict: what it holds and every way it breaks the contract."""
+
+    stage: str
+    component: str
+    records: int = 0
+    shards: int = 0
+    dead_letters: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_run(root: Path, run_id: str) -> list[StageCheck]:
+    """Check each committed stage of a run, in pipeline order.
+
+    Checks: the accounting (records_in + exploded = records_out + filtered + dead_lettered);
+    for stored records, each shard's bytes, checksum, count and seq range, seq order within
+    and across shards; the seq digest of the whole output; and coverage against the stage's
+    input (every output seq and dead letter comes from the input, the rest are counted as
+    filtered).
+
+    Raises:
+        ConfigError: there is no such run.
+    """
+    folder = run_dir(root, run_id)
+    if not (folder / "run.json").exists():
+        raise ConfigError(f"no run {run_id!r} under {Path(root).resolve()}. Pass the --root the "
+                          "run used; `ls <root>/runs` lists the runs there.")
+    outputs: dict[str, np.ndarray | None] = {}
+    checks = []
+    previous: str | None = None
+    for stage_dir in _stage_dirs(folder):
+        manifest = read_manifest(stage_dir)
+        check = StageCheck(manifest["stage"], manifest["component"],
+                           manifest["records_out"], len(manifest.get("shards") or []))
+        source = manifest.get("input") or previous
+        seq = _check_stage(stage_dir, manifest, outputs.get(source) if source else None, check)
+        outputs[check.stage] = seq
+        checks.append(check)
+        previous = check.stage
+    return checks
+
+
+def _stage_dirs(folder: Path) -> list[Path]:
+    record = json.loads((folder / "run.json").read_text())
+    names = record.get("stages")
+    if names:
+        return [folder / n for n in names if (folder / n / "manifest.json").exists()]
+    committed = [p for p in folder.iterdir() if (p / "manifest.json").exists()]
+    return sorted(committed, key=lambda p: read_manifest(p)["committed_at"])
+
+
+def _check_stage(stage_dir: Path, m: dict[str, Any], upstream: np.ndarray | None,
+                 check: StageCheck) -> np.ndarray | None:
+    problems = check.problems
+    if m["records_in"] + m["exploded"] != m["records_out"] + m["filtered"] + m["dead_lettered"]:
+        problems.append(
+            f"accounting: records_in {m['records_in']} + exploded {m['exploded']} != "
+            f"records_out {m['records_out']} + filtered {m['filtered']} + dead_lettered "
+            f"{m['dead_lettered']}")
+    dead = _check_dead_letters(stage_dir, m, problems)
+    check.dead_letters = len(dead)
+    if m.get("format") == "tfrecord":
+        seq = _check_shards(stage_dir, m, problems)
+    elif COMPONENTS[m["component"]].kind == "source":  # seq is the rank among all records read
+        seq = np.setdiff1d(np.arange(m["records_in"], dtype=np.int64), dead)
+    else:
+        return None
+    if seq is None:
+        return None
+    _check_order(seq, m, problems)
+    if len(seq) != m["records_out"]:
+        problems.append(f"count: {len(seq)} records stored, manifest says {m['records_out']}")
+    if seq_digest(seq) != m.get("seq_digest"):
+        problems.append("seq digest: the stored seq stream is not the one the stage emitted "
+                        "(a record is missing, repeated or moved)")
+    if upstream is not None:
+        _check_coverage(seq, dead, upstream, m, problems)
+    return seq
+
+
+def _check_dead_letters(stage_dir: Path, m: dict[str, Any], problems: list[str]) -> np.ndarray:
+    entry = m.get("dead_letters")
+    if not entry:
+        if m["dead_lettered"]:
+            problems.append(f"dead letters: {m['dead_lettered']} counted but no file listed")
+        return np.empty(0, np.int64)
+    path = stage_dir / entry["path"]
+    if not path.exists():
+        problems.append(f"dead letters: {entry['path']} is missing")
+        return np.empty(0, np.int64)
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        problems.append(f"dead letters: {DEAD_LETTERS} changed since the stage wrote it")
+    seq = np.array([json.loads(line)["seq"] for line in data.splitlines()], np.int64)
+    if len(seq) != m["dead_lettered"]:
+        problems.append(f"dead letters: {len(seq)} in the file, manifest counts "
+                        f"{m['dead_lettered']}")
+    return seq
+
+
+def _check_shards(stage_dir: Path, m: dict[str, Any], problems: list[str]) -> np.ndarray | None:
+    parts = []
+    for i, shard in enumerate(m["shards"]):
+        seq = _check_shard(stage_dir, i, shard, m["compression"], problems)
+        if seq is None:
+            return None
+        parts.append(seq)
+        if i and len(seq) and len(parts[i - 1]):
+            before = parts[i - 1][-1]
+            if seq[0] < before or (seq[0] == before and not m["exploded"]):
+                problems.append(
+                    f"shard order: shard {i} ({shard['path']}, seq {seq[0]}..{seq[-1]}) comes "
+                    f"after seq {before}; shards must be listed in seq order")
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
+def _check_shard(stage_dir: Path, i: int, shard: dict[str, Any], compression: str,
+                 problems: list[str]) -> np.ndarray | None:
+    name = f"shard {i} ({shard['path']})"
+    path = stage_dir / shard["path"]
+    if not path.exists():
+        problems.append(f"{name}: file missing")
+        return None
+    data = path.read_bytes()
+    if len(data) != shard["bytes"]:
+        problems.append(f"{name}: {len(data)} bytes, manifest says {shard['bytes']}")
+    if hashlib.sha256(data).hexdigest() != shard["sha256"]:
+        problems.append(f"{name}: checksum differs from the manifest's: the bytes changed")
+    try:
+        seq = seq_of(decode(read_shard(path, compression), _SEQ_ONLY))
+    except CorruptRecord as exc:
+        problems.append(f"{name}: unreadable: {exc}")
+        return None
+    if len(seq) != shard["records"]:
+        problems.append(f"{name}: {len(seq)} records, manifest says {shard['records']}")
+    if len(seq) and (seq[0], seq[-1]) != (shard["seq_first"], shard["seq_last"]):
+        problems.append(f"{name}: seq {seq[0]}..{seq[-1]}, manifest says "
+                        f"{shard['seq_first']}..{shard['seq_last']}")
+    return seq
+
+
+def _check_order(seq: np.ndarray, m: dict[str, Any], problems: list[str]) -> None:
+    steps = np.diff(seq)
+    bad = np.flatnonzero(steps < 0 if m["exploded"] else steps <= 0)
+    if len(bad):
+        k = int(bad[0])
+        what = "repeated" if seq[k + 1] == seq[k] else "out of order"
+        problems.append(f"order: seq {seq[k + 1]} {what} after seq {seq[k]} (record {k + 1})")
+
+
+def _check_coverage(seq: np.ndarray, dead: np.ndarray, upstream: np.ndarray,
+                    m: dict[str, Any], problems: list[str]) -> None:
+    parents = np.unique(seq)
+    if m["records_in"] != len(upstream):
+        problems.append(f"coverage: records_in {m['records_in']}, the input holds "
+                        f"{len(upstream)}")
+    strays = np.setdiff1d(np.concatenate([parents, dead]), upstream)
+    if len(strays):
+        problems.append(f"coverage: seq {strays[0]} is not in the stage's input")
+    if len(np.intersect1d(parents, dead)):
+        problems.append(f"coverage: seq {np.intersect1d(parents, dead)[0]} is both output and "
+                        "a dead letter")
+    filtered = len(upstream) - len(parents) - len(dead)
+    if filtered != m["filtered"]:
+        problems.append(f"coverage: {filtered} input records are neither output nor dead "
+                        f"letters, manifest counts {m['filtered']} filtered")
+    if len(seq) - len(parents) != m["exploded"]:
+        problems.append(f"coverage: {len(seq) - len(parents)} extra rows from explode, "
+                        f"manifest counts {m['exploded']}")
