@@ -13,6 +13,7 @@ A record is a non-empty line (the readers' defaults: no newlines inside values).
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -174,8 +175,9 @@ def _parse_chunk(parse: Parser, chunk: list[tuple[int, bytes]], first: int) -> P
 
 
 def _reason(exc: Exception) -> str:
-    text = str(exc).split("\n")[0]
-    return text.split(": ", 1)[1] if text.startswith("In CSV column") else text
+    """Arrow's message, minus its row number (it counts within the chunk parsed, not the file)."""
+    text = re.sub(r"Row #\d+: ", "", str(exc).split("\n")[0])
+    return re.sub(r"^In CSV column #(\d+): ", r"CSV column #\1: ", text)
 
 
 def _csv_fast(source: Source, types: dict) -> Iterator[pa.RecordBatch]:

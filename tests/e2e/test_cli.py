@@ -91,12 +91,45 @@ def test_run_example_pipeline_with_the_console_script(tmp_path, runner):
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "succeeded" in proc.stdout
-    for stage in ("read", "features"):
+    assert "All artifacts hold the ordering contract." in proc.stdout  # the verify table
+    for stage in ("read", "examples", "features"):
         manifest = json.loads((tmp_path / "runs/demo" / stage / "manifest.json").read_text())
         assert manifest["status"] == "succeeded"
         assert (manifest["records_in"], manifest["records_out"]) == (1461, 1461)
         assert (manifest["seq_min"], manifest["seq_max"]) == (0, 1460)
-        assert manifest["stage"] == stage and manifest["component"] in ("ingest", "preprocess")
+        assert str(tmp_path / "runs/demo" / stage) in " ".join(proc.stdout.split())
+
+
+BAD_INPUTS = [
+    ("malformed CSV row", "x\n1\n2,3\n", {}, GOOD,
+     r"stage 'read' \(line 3\): bad record in \S+in\.csv, line 3, seq 1: "
+     r"CSV parse error: Expected 1 columns, got 2: 2,3 the line: '2,3' Fix the input, or give "
+     r"the pipeline an error budget"),
+    ("wrong column type", "x\n1\ntwo\n", {}, GOOD.replace("block_records: 4",
+                                                          "block_records: 4, schema: {x: int64}"),
+     r"line 3, seq 1: CSV column #0: CSV conversion error to int64: invalid value 'two'"),
+    ("empty file", "", {}, GOOD, r"in\.csv is empty: a CSV file needs at least a header line"),
+    ("unreadable TFRecord", None, {"in.tfrecord": b"\x00" * 40},
+     GOOD.replace("format: csv", "format: tfrecord").replace("in.csv", "in.tfrecord"),
+     r"unreadable TFRecord file: \S+in\.tfrecord: record 0 at byte 0 has a corrupt length"),
+    ("function returns the wrong type", None, {}, GOOD.replace("double", "not_a_batch"),
+     r"stage 'features', block 0 \(first seq 0\): the function returned list, expected a "
+     r"pyarrow\.RecordBatch"),
+    ("function drops __seq__", None, {}, GOOD.replace("double", "drop_seq"),
+     r"stage 'features', block 0 \(first seq 0\): the output has no '__seq__' column"),
+]
+
+
+@pytest.mark.parametrize(("csv", "files", "text", "message"), [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_run_bad_input_exits_1_with_its_message(folder, csv, files, text, message):
+    if csv is not None:
+        (folder / "in.csv").write_text(csv)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    result = _cli(folder, text)
+    assert result.exit_code == 1, result.output
+    assert _matches("Run failed: .*" + message, result.output), result.output
 
 
 def _matches(pattern: str, text: str) -> bool:

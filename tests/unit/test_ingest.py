@@ -67,7 +67,7 @@ BAD_INPUTS = [
     ("malformed row", "day,temp\n1,1.0\n2,2.0,extra\n3,3.0\n", {},
      r"bad record in .*in\.csv, line 3, seq 1: .*Expected 2 columns, got 3"),
     ("wrong column type", "day,temp\n1,1.0\n2,warm\n", {"schema": {"temp": "double"}},
-     r"line 3, seq 1: .*conversion error to double: invalid value 'warm'"),
+     r"line 3, seq 1: CSV column #1: CSV conversion error to double: invalid value 'warm'"),
     # 200,000 rows outgrow Arrow's first 1 MiB block, from which it infers the types.
     ("type changes mid-file", "day,temp\n" + "1,1.0\n" * 200_000 + "2,warm\n", {},
      r"line 200002, seq 200000: .*invalid value 'warm'"),
