@@ -28,8 +28,8 @@ __all__ = ["app"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="seqline: an ML pipeline that keeps every record in source order.")
-# At least 110 columns, so the stage table stays readable when piped or in CI logs.
-out = Console(width=max(Console().width, 110))
+# At least 120 columns, so the stage table stays readable when piped or in CI logs.
+out = Console(width=max(Console().width, 120))
 err = Console(stderr=True)
 
 # The one place seqline reads its environment: the default artifact root.
