@@ -14,10 +14,10 @@ import base64
 import hashlib
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +25,8 @@ import google_crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from seqline.pipeline.errors import StageError
 
 __all__ = ["CorruptRecord", "ShardSink", "decode", "encode", "frame", "iter_records",
            "normalize", "read_artifact", "read_shard", "schema_from_text", "schema_to_text"]
@@ -197,15 +199,27 @@ def _from_feature(col: pa.Array, field: pa.Field) -> pa.Array:
     return values.cast(field.type)
 
 
-@cache
+# tfx-bsl's coders keep per-call state (the decoder fails with "FinishFeature() must be
+# called before DecodeFeature()" when shared), so each thread gets its own.
+_CODERS = threading.local()
+
+
 def _encoder() -> Any:
-    from tfx_bsl.coders.example_coder import RecordBatchToExamplesEncoder  # C++, no TensorFlow
+    if not hasattr(_CODERS, "encoder"):
+        from tfx_bsl.coders.example_coder import RecordBatchToExamplesEncoder  # C++, no TF
 
-    return RecordBatchToExamplesEncoder()
+        _CODERS.encoder = RecordBatchToExamplesEncoder()
+    return _CODERS.encoder
 
 
-@cache
 def _decoder(schema_text: str) -> Any:
+    decoders = _CODERS.__dict__.setdefault("decoders", {})
+    if schema_text not in decoders:
+        decoders[schema_text] = _new_decoder(schema_text)
+    return decoders[schema_text]
+
+
+def _new_decoder(schema_text: str) -> Any:
     from tensorflow_metadata.proto.v0 import schema_pb2
     from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
@@ -421,7 +435,12 @@ def read_artifact(stage_dir: Path, manifest: dict[str, Any], prefetch: int = 2
     shards = [Path(stage_dir) / s["path"] for s in manifest["shards"]]
 
     def load(path: Path) -> pa.RecordBatch:
-        return decode(read_shard(path, manifest["compression"]), schema)
+        try:
+            return decode(read_shard(path, manifest["compression"]), schema)
+        except (CorruptRecord, OSError) as exc:
+            raise StageError(f"stored records of stage {Path(stage_dir).name!r} are unreadable: "
+                             f"{exc}. `seqline verify` checks the whole run; rerun the stage "
+                             "that wrote them.", stage=Path(stage_dir).name) from exc
 
     with ThreadPoolExecutor(max(prefetch, 1)) as pool:
         futures = [pool.submit(load, p) for p in shards[:prefetch]]

@@ -20,6 +20,7 @@ from seqline.components import COMPONENTS
 from seqline.orchestration.executor import StageReport, run_pipeline
 from seqline.orchestration.runners import make_runner
 from seqline.orchestration.verify import StageCheck, verify_run
+from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.errors import ConfigError, SeqlineError
 from seqline.pipeline.stage import Counts
@@ -61,6 +62,9 @@ def run(
     beam_mode: Annotated[str, typer.Option(
         help="FnApiRunner mode: in_memory, multi_threading or multi_processing.")]
         = "multi_processing",
+    resume: Annotated[bool, typer.Option(
+        help="Finish the interrupted run --run-id: keep its committed stages, go on from the "
+             "first unfinished one (training resumes from its last epoch).")] = False,
 ) -> None:
     """Run PIPELINE: every stage in order, artifacts under ROOT/runs/RUN_ID/."""
     try:
@@ -70,10 +74,12 @@ def run(
             options |= {"address": ray_address, "working_dir": str(spec.base_dir)}
         elif runner is RunnerName.beam:
             options["mode"] = beam_mode
+        if resume and not run_id:
+            raise ConfigError("--resume needs the --run-id of the run to finish.")
         run_id = run_id or _new_run_id()
         start = time.perf_counter()
         with make_runner(runner.value, **options) as engine, _progress(spec) as progress:
-            reports = run_pipeline(spec, engine, root, run_id, progress)
+            reports = run_pipeline(spec, engine, root, run_id, progress, resume=resume)
     except ConfigError as exc:
         _fail(f"Configuration error: {exc}", 2)
     except SeqlineError as exc:
@@ -83,8 +89,25 @@ def run(
               f"{(root / 'runs' / run_id).resolve()}")
     for report in reports:
         out.print(f"  {report.stage:<16} {report.path}")
+    _print_evaluations(reports)
     if not _print_checks(run_id, verify_run(root, run_id)):
         raise typer.Exit(1)
+
+
+def _print_evaluations(reports: list[StageReport]) -> None:
+    """Each evaluate stage's metrics and blessing, as the run's result."""
+    for report in reports:
+        if report.component != "evaluate" or report.path is None:
+            continue
+        m = read_manifest(report.path)
+        metrics = ", ".join(f"{k} {v:.4g}" for k, v in m["metrics"].items())
+        verdict = "[green]blessed[/]" if m["blessed"] else "[red]not blessed[/]"
+        out.print(f"Evaluation [bold]{report.stage}[/] on {m['examples']:,} eval examples: "
+                  f"{metrics}; {verdict}: {'; '.join(m['reasons'])}")
+        for column, groups in m["slices"].items():
+            for value, values in groups.items():
+                out.print(f"  {column}={value}: "
+                          + ", ".join(f"{k} {v:.4g}" for k, v in values.items()))
 
 
 @app.command()

@@ -4,6 +4,7 @@ artifact committed when its output is complete."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -16,12 +17,12 @@ import pyarrow as pa
 from seqline.components import COMPONENTS
 from seqline.components.tfrecords import read_artifact, schema_to_text
 from seqline.orchestration.runners import Runner
-from seqline.pipeline.artifacts import StageArtifact, read_manifest, run_dir
+from seqline.pipeline.artifacts import MANIFEST, StageArtifact, read_manifest, run_dir
 from seqline.pipeline.audit import SeqDigest
 from seqline.pipeline.blocks import Block, recut, seq_of
 from seqline.pipeline.deadletters import DeadLetterFile
 from seqline.pipeline.errors import ConfigError, StageError
-from seqline.pipeline.specs import PipelineSpec, StageSpec
+from seqline.pipeline.specs import PipelineSpec, StageContext, StageSpec
 from seqline.pipeline.stage import BlockResult, Counts
 
 __all__ = ["StageReport", "run_pipeline"]
@@ -43,57 +44,92 @@ class StageReport:
     seconds: float = 0.0
     path: Path | None = None
     max_in_flight: int = 0
+    source: str | None = None  # the stage it read
 
 
 def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
-                 progress: Progress | None = None) -> list[StageReport]:
+                 progress: Progress | None = None, *, resume: bool = False) -> list[StageReport]:
     """Run every stage of `spec` with `runner`; return one report per stage.
 
     Stages are chained generators: a map stage pulls blocks from the stage before it as its
     window frees up, so ingest reads only as far ahead as the runner's window. A stage whose
     `inputs` names an earlier, non-adjacent stage reads that stage's stored records once
-    every stage before it has committed.
+    every stage before it has committed; driver stages (batching, train, evaluate) run once
+    their input has committed. With `resume`, stages the run already committed are kept and
+    the run goes on from the first one it did not finish.
 
     Raises:
-        ConfigError: the run id is taken, or the pipeline's shape is not supported.
+        ConfigError: the run id is taken (or, resuming, unknown), or the pipeline's shape is
+            not supported.
         StageError: a stage failed; no artifact of an unfinished stage is committed.
     """
-    folder = run_dir(root, run_id)
-    if (folder / "run.json").exists():
-        raise ConfigError(f"run id {run_id!r} is already used under {folder}. "
-                          "Choose another --run-id (or omit it for a fresh one).")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _open_run(run_dir(root, run_id), run_id, resume)
     record = {"run_id": run_id, "pipeline": spec.name, "runner": runner.name,
               "workers": runner.workers, "window": runner.window, "started_at": _now()}
     _write_run(folder, {**record, "status": "running"})
     reports: list[StageReport] = []
-    artifacts: list[StageArtifact] = []
+    artifacts: dict[str, StageArtifact] = {}
     try:
         stream: Iterator[Block] | None = None
         previous: str | None = None
         for stage in spec.stages:
-            report = StageReport(stage.name, stage.component)
-            artifact = StageArtifact(root, run_id, stage.name)
+            source = stage.inputs[0] if stage.inputs else previous
+            report = StageReport(stage.name, stage.component, source=source)
             reports.append(report)
-            artifacts.append(artifact)
-            if stage.inputs and stage.inputs[0] != previous:  # an earlier stage's records
-                _drain(stream)  # every stage so far finishes and commits first
-                stream = _read_records(folder / stage.inputs[0])
-            produced = _produce(stage, spec.base_dir, runner, stream, artifact.path)
-            stream = _track(stage, produced, artifact, report, runner, progress)
+            if resume and (folder / stage.name / MANIFEST).exists():
+                _drain(stream)
+                stream, previous = None, stage.name
+                _reuse(report, folder / stage.name)
+                continue
+            artifact = artifacts[stage.name] = StageArtifact(root, run_id, stage.name)
+            if COMPONENTS[stage.component].kind == "driver":
+                _drain(stream)
+                stream = None
+                context = StageContext(folder, artifact.path, source, spec.base_dir, spec.name)
+                _run_driver(stage, context, artifact, report, runner, progress)
+            else:
+                if source is not None and (stream is None or source != previous):
+                    _drain(stream)  # every stage so far finishes and commits first
+                    stream = _read_records(folder / source)
+                produced = _produce(stage, spec.base_dir, runner, stream, artifact.path)
+                stream = _track(stage, produced, artifact, report, runner, progress)
             previous = stage.name
         _drain(stream)
     except BaseException as exc:
-        for artifact, report in zip(artifacts, reports, strict=True):
-            if report.status != "succeeded":
+        for report in reports:
+            if report.status not in ("succeeded", "reused"):
                 report.status = "failed"
-                artifact.abandon()
+                if report.stage in artifacts:
+                    artifacts[report.stage].abandon()
         _write_run(folder, {**record, "status": "failed", "finished_at": _now(),
                             "error": f"{type(exc).__name__}: {exc}"})
         raise
     _write_run(folder, {**record, "status": "succeeded", "finished_at": _now(),
                         "stages": [r.stage for r in reports]})
     return reports
+
+
+def _open_run(folder: Path, run_id: str, resume: bool) -> Path:
+    if resume:
+        if not (folder / "run.json").exists():
+            raise ConfigError(f"no run {run_id!r} to resume under {folder.parent}. Check "
+                              "--run-id and --root.")
+        for leftover in folder.glob(".*.tmp-*"):  # an interrupted stage's partial output
+            shutil.rmtree(leftover, ignore_errors=True)
+    elif (folder / "run.json").exists():
+        raise ConfigError(f"run id {run_id!r} is already used under {folder}. Choose another "
+                          "--run-id (or omit it for a fresh one), or add --resume to finish it.")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _reuse(report: StageReport, stage_dir: Path) -> None:
+    """A stage the resumed run already committed: its report, from its manifest."""
+    m = read_manifest(stage_dir)
+    report.counts = Counts(m["records_in"], m["records_out"], m["filtered"], m["exploded"],
+                           m["dead_lettered"])
+    report.seq_min, report.seq_max, report.seconds = m["seq_min"], m["seq_max"], m["seconds"]
+    report.status, report.path = "reused", stage_dir
 
 
 def _drain(stream: Iterator[Block] | None) -> None:
@@ -104,8 +140,29 @@ def _drain(stream: Iterator[Block] | None) -> None:
 def _read_records(stage_dir: Path) -> Iterator[Block]:
     """A committed stage's stored records as blocks, one per shard, in seq order."""
     manifest = read_manifest(stage_dir)
+    if manifest.get("format") != "tfrecord":
+        raise ConfigError(f"stage {stage_dir.name!r} streamed its output without storing it, "
+                          "so a later stage cannot read it now (e.g. after --resume). Start a "
+                          "new run.")
     for index, batch in enumerate(read_artifact(stage_dir, manifest)):
         yield Block(index, batch)
+
+
+def _run_driver(stage: StageSpec, context: StageContext, artifact: StageArtifact,
+                report: StageReport, runner: Runner, progress: Progress | None) -> None:
+    """A driver stage: run it on the committed artifacts of the run, commit what it returns."""
+    start = time.perf_counter()
+    report.status = "running"
+    if progress:
+        progress(stage.name, report.counts)
+    stored = COMPONENTS[stage.component].executor(stage, context)
+    records = stored.pop("records_in", 0)
+    report.counts = Counts(records_in=records, records_out=records)
+    if progress:
+        progress(stage.name, report.counts)
+    report.seconds = time.perf_counter() - start
+    report.status = "succeeded"
+    report.path = artifact.commit(_manifest(stage, report, runner, stored))
 
 
 def _produce(stage: StageSpec, base_dir: Path, runner: Runner,
@@ -223,7 +280,7 @@ def _manifest(stage: StageSpec, report: StageReport, runner: Runner,
         "seq_min": report.seq_min,
         "seq_max": report.seq_max,
         **stored,
-        "input": stage.inputs[0] if stage.inputs else None,
+        "input": report.source,
         "errors": asdict(stage.errors) if stage.errors else None,
         "seconds": round(report.seconds, 4),
         "params": dict(stage.params),

@@ -11,7 +11,8 @@ from typing import Any, Literal
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import ConfigError
 
-__all__ = ["REQUIRED", "ComponentSpec", "PipelineSpec", "StageSpec", "did_you_mean"]
+__all__ = ["REQUIRED", "ComponentSpec", "PipelineSpec", "StageContext", "StageSpec",
+           "did_you_mean"]
 
 REQUIRED = object()
 """Marks a parameter without a default in `ComponentSpec.parameters`."""
@@ -46,21 +47,42 @@ class PipelineSpec:
 
 
 @dataclass(frozen=True)
+class StageContext:
+    """Where a driver stage (batching, train, evaluate) runs: its run, inputs and output folder.
+
+    Driver stages run in the driver process once their input stage has committed; they read
+    committed artifacts of the run and write into `out_dir`, renamed into place on commit.
+    """
+
+    run: Path  # <root>/runs/<run_id>
+    out_dir: Path
+    source: str  # the stage read: `inputs:` or the stage before
+    base_dir: Path  # the pipeline file's folder, where user modules are imported from
+    pipeline: str
+
+    @property
+    def root(self) -> Path:
+        return self.run.parent.parent
+
+
+@dataclass(frozen=True)
 class ComponentSpec:
     """A component's contract, TFX-style: its parameters and kind, apart from its executor.
 
     `kind` says how a runner drives it: a `source` makes blocks, a `map` turns blocks into
-    blocks in parallel. `validate` checks parameters against the world (files exist, user
-    functions import) when the pipeline is built, before anything runs.
+    blocks in parallel, a `driver` runs in the driver on committed artifacts. `validate`
+    checks parameters against the world (files exist, user functions import) when the
+    pipeline is built, before anything runs.
     """
 
     name: str
-    kind: Literal["source", "map", "planned"]
+    kind: Literal["source", "map", "driver", "planned"]
     parameters: Mapping[str, Any]
     validate: Callable[[StageSpec, Path], None] | None = None
     # The engine-agnostic work: a source's read_blocks(stage, base_dir) -> Iterator[BlockResult],
     # a map's make_task(stage, base_dir, out_dir) -> MapTask that a runner ships to its
-    # workers, which write the stage's files into out_dir.
+    # workers, which write the stage's files into out_dir; a driver's
+    # run_stage(stage, StageContext) -> dict of results for its manifest.
     executor: Callable[..., Any] | None = None
     doc: str = ""
     writes_records: bool = False  # its artifact holds its output records (TFRecord shards)
