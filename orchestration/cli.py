@@ -186,3 +186,7 @@ def _fail(message: str, code: int) -> None:
     err.print(message, markup=False, highlight=False)
     sys.stdout.flush()
     raise typer.Exit(code)
+
+
+if __name__ == "__main__":  # python -m seqline.orchestration.cli
+    app()

@@ -136,3 +136,38 @@ def _matches(pattern: str, text: str) -> bool:
     import re
 
     return re.search(pattern, " ".join(text.split())) is not None
+
+
+ML = """\
+name: ml
+stages:
+  - {name: read, component: ingest, params: {format: csv, paths: [ml.csv]}}
+  - {name: write, component: tfrecord_write}
+  - {name: batches, component: batching, params: {batch_size: 8, label: y}}
+  - {name: model, component: train, params: {model: tabular_regression, epochs: 1}}
+  - {name: evaluation, component: evaluate}
+"""
+
+BAD_ML = [
+    ("unknown label column", ML.replace("label: y", "label: why"), 2,
+     r"stage 'batches' \(line 5\): label column 'why' is not in the records of 'write'; "
+     r"columns: x, kind, y"),
+    ("non-numeric feature", ML.replace("label: y", "label: y, features: [x, kind]"), 2,
+     r"feature 'kind' is string, not a number, and the model takes numbers. Encode it"),
+    ("batch size larger than the data", ML.replace("batch_size: 8", "batch_size: 500"), 2,
+     r"batch_size 500 is larger than the train split \(32 examples of 40 records\)"),
+    ("model function raising", ML.replace("model: tabular_regression", 'model: "badmodel:build"'),
+     1, r"stage 'model' \(line 6\): the model function 'badmodel:build' raised ValueError: "
+        r"no layers here"),
+]
+
+
+@pytest.mark.parametrize(("text", "code", "message"), [c[1:] for c in BAD_ML],
+                         ids=[c[0] for c in BAD_ML])
+def test_run_bad_ml_input_is_named(folder, text, code, message):
+    (folder / "ml.csv").write_text("x,kind,y\n" + "".join(f"{i},k{i % 3},{i * 2}\n"
+                                                          for i in range(40)))
+    (folder / "badmodel.py").write_text("def build(spec):\n    raise ValueError('no layers here')\n")
+    result = _cli(folder, text)
+    assert result.exit_code == code, result.output
+    assert _matches(message, result.output), result.output

@@ -1,0 +1,161 @@
+"""batching -> train -> evaluate on the real weather series: runners, resume, replicas, audit."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from seqline.components import COMPONENTS, train
+from seqline.orchestration.executor import run_pipeline
+from seqline.orchestration.runners import make_runner
+from seqline.orchestration.verify import verify_run
+from seqline.pipeline.artifacts import read_manifest
+from seqline.pipeline.config import load_pipeline
+from seqline.pipeline.specs import StageContext
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = REPO / "data" / "seattle_weather"
+
+
+def example_folder(tmp_path, epochs=2, **train_params):
+    """The example pipeline in a temp folder, with fewer epochs (and any train params)."""
+    folder = tmp_path / "pipeline"
+    folder.mkdir()
+    for name in ("seattle-weather.csv", "features.py"):
+        shutil.copy(EXAMPLE / name, folder / name)
+    params = {"model": "sequence_forecasting", "epochs": epochs, "learning_rate": 0.003,
+              **train_params}
+    text = (EXAMPLE / "pipeline.yaml").read_text().replace(
+        "params: {model: sequence_forecasting, epochs: 15, learning_rate: 0.003}",
+        f"params: {json.dumps(params)}")
+    assert text != (EXAMPLE / "pipeline.yaml").read_text()
+    (folder / "pipeline.yaml").write_text(text)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, request):
+    """The example, 2 epochs, once per runner."""
+    request.getfixturevalue("ray_session")
+    tmp = tmp_path_factory.mktemp("training")
+    spec = load_pipeline(example_folder(tmp) / "pipeline.yaml", COMPONENTS)
+    for name, options in {"local": {}, "beam": {"mode": "multi_processing"}, "ray": {}}.items():
+        with make_runner(name, workers=2, **options) as runner:
+            run_pipeline(spec, runner, tmp / "root", name)
+    return tmp / "root" / "runs"
+
+
+def test_training_is_identical_on_every_runner(runs):
+    manifests = {r: read_manifest(runs / r / "model") for r in ("local", "beam", "ray")}
+    plans = {r: read_manifest(runs / r / "batches") for r in manifests}
+    assert plans["local"]["train"] == plans["beam"]["train"] == plans["ray"]["train"]
+    epochs = {r: [(e["seq_digest"], e["batches"]) for e in m["epochs"]]
+              for r, m in manifests.items()}
+    assert epochs["local"] == epochs["beam"] == epochs["ray"]
+    losses = {r: m["final_metrics"]["loss"] for r, m in manifests.items()}
+    assert losses["local"] == losses["beam"] == losses["ray"]
+
+
+def test_training_audit_matches_the_plan_and_verifies(runs):
+    model = read_manifest(runs / "local" / "model")
+    plan = read_manifest(runs / "local" / "batches")
+    assert [e["seq_digest"] for e in model["epochs"]] == [plan["train"]["seq_digest"]] * 2
+    batches = model["epochs"][0]["batches"]
+    assert len(batches) == plan["train"]["batches"] == 37
+    assert batches[0]["first"] == 14  # the first window's label is day 14 (days 0-13 before it)
+    assert all(a["last"] < b["first"] for a, b in zip(batches, batches[1:], strict=False))
+    assert all(check.ok for check in verify_run(runs.parent, "local"))
+
+
+def test_training_audit_catches_an_epoch_fed_in_another_order(runs, tmp_path):
+    shutil.copytree(runs.parent, tmp_path / "root")
+    path = tmp_path / "root" / "runs" / "local" / "model" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["epochs"][1]["seq_digest"] = "0" * 32
+    path.write_text(json.dumps(manifest))
+    problems = [p for c in verify_run(tmp_path / "root", "local") for p in c.problems]
+    assert problems == ["audit: epoch 1 fed the model a seq stream that differs from the train "
+                        "split recomputed from the records"]
+
+
+def test_training_writes_checkpoints_logs_and_a_savedmodel(runs):
+    model_dir = runs / "local" / "model"
+    assert sorted(p.name for p in (model_dir / "checkpoints").iterdir()) == [
+        "epoch-001.weights.h5", "epoch-002.weights.h5"]
+    assert any((model_dir / "tensorboard").rglob("events.out.tfevents.*"))
+    assert (model_dir / "saved_model" / "saved_model.pb").exists()
+    evaluation = read_manifest(runs / "local" / "evaluation")
+    assert set(evaluation["metrics"]) == {"mae", "rmse"}
+    assert set(evaluation["slices"]["weather"]) >= {"rain", "sun"}
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_training_resumed_after_an_interruption_ends_with_the_same_weights(tmp_path):
+    import keras
+
+    folder = example_folder(tmp_path, epochs=3)
+    spec = load_pipeline(folder / "pipeline.yaml", COMPONENTS)
+    prefix = spec.__class__(spec.name, spec.stages[:4], spec.base_dir)  # up to batching
+    with make_runner("local", mode="thread") as runner:
+        run_pipeline(prefix, runner, tmp_path / "root", "r")
+    run = tmp_path / "root" / "runs" / "r"
+    stage = spec.stage("model")
+
+    def context(name):
+        (tmp_path / name).mkdir()
+        return StageContext(run, tmp_path / name, "batches", folder, spec.name)
+
+    class StopAfterEpoch(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                raise _Interrupt()
+
+    train.run_stage(stage, context("straight"))
+    with pytest.raises(_Interrupt):
+        train.run_stage(stage, context("interrupted"), callbacks=[StopAfterEpoch()])
+    resumed = train.run_stage(stage, context("resumed"))
+    assert [e["epoch"] for e in resumed["epochs"]] == [2]  # epochs 0 and 1 were not redone
+    weights = [keras.models.load_model(tmp_path / n / "model.keras").get_weights()
+               for n in ("straight", "resumed")]
+    for a, b in zip(*weights, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_training_on_two_mirrored_cpu_replicas(tmp_path):
+    """MirroredStrategy over two logical CPU devices, in a fresh process (TF fixes its devices
+    when it starts); every global batch is split into contiguous per-replica slices."""
+    folder = example_folder(tmp_path, epochs=1, cpu_replicas=2)
+    exe = [sys.executable, "-m", "seqline.orchestration.cli"]
+    proc = subprocess.run(
+        [*exe, "run", str(folder / "pipeline.yaml"), "--root", str(tmp_path / "root"),
+         "--run-id", "mirrored", "--runner", "local"],
+        capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    model = read_manifest(tmp_path / "root" / "runs" / "mirrored" / "model")
+    assert (model["strategy"], model["replicas"]) == ("MirroredStrategy", 2)
+    first = model["epochs"][0]["batches"][0]
+    assert first["replicas"] == [[first["first"], first["first"] + 15],
+                                 [first["first"] + 16, first["last"]]]
+    check = subprocess.run([sys.executable, "-c", SLICES], capture_output=True, text=True,
+                           timeout=300)
+    assert check.stdout.strip() == "[[0, 1, 2], [3, 4, 5]]", check.stderr[-2000:]
+
+
+SLICES = """
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+batch = next(iter(strategy.experimental_distribute_dataset(tf.data.Dataset.range(6).batch(6))))
+print([t.numpy().tolist() for t in strategy.experimental_local_results(batch)])
+"""

@@ -1,0 +1,114 @@
+"""batching on in-memory records: exact batches, windows at the split, replicas, shuffles."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from seqline.components.batching import Batches, Plan, make_plan
+from seqline.components.train import EpochAudit
+from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.specs import StageSpec
+
+
+def _plan(**overrides) -> Plan:
+    base = dict(source="features", batch_size=4, label="y", features=("x",), remainder="keep",
+                eval_fraction=0.25, split="tail", seed=7, window=None, shuffle=None)
+    return Plan(**{**base, **overrides})
+
+
+def _batches(n=20, **overrides) -> Batches:
+    seq = np.arange(100, 100 + n, dtype=np.int64)  # seq need not start at 0
+    x = np.arange(n, dtype=np.float32)[:, None]
+    return Batches(_plan(**overrides), x, np.arange(n) * 10.0, seq, {"__seq__": seq})
+
+
+def test_batching_cuts_exact_batches_in_seq_order_and_keeps_or_drops_the_rest():
+    kept = list(_batches(n=14, eval_fraction=0.0).batches("train"))
+    assert [len(seq) for _, _, seq in kept] == [4, 4, 4, 2]
+    assert np.concatenate([seq for _, _, seq in kept]).tolist() == list(range(100, 114))
+    dropped = list(_batches(n=14, eval_fraction=0.0, remainder="drop").batches("train"))
+    assert [len(seq) for _, _, seq in dropped] == [4, 4, 4]
+
+
+def test_batching_tail_split_puts_the_last_records_in_eval():
+    b = _batches(n=20)
+    assert b.example_seq("train").tolist() == list(range(100, 115))
+    assert b.example_seq("eval").tolist() == list(range(115, 120))
+
+
+def test_batching_windows_never_cross_the_train_eval_boundary():
+    b = _batches(n=20, window={"length": 3, "stride": 1, "label_offset": 1})
+    # boundary at row 15: a train window's rows and label are < 15, an eval window's >= 15
+    assert b.train_starts.tolist() == list(range(0, 12))
+    assert b.targets(b.train_starts).max() == 14
+    assert b.eval_starts.tolist() == [15, 16]
+    assert b.targets(b.eval_starts).tolist() == [18, 19]
+    x, y, seq = next(b.batches("train"))
+    assert x.shape == (4, 3, 1)
+    assert x[1, :, 0].tolist() == [1.0, 2.0, 3.0] and y[1] == 40.0 and seq[1] == 104
+
+
+def test_batching_window_stride_and_offset():
+    b = _batches(n=20, eval_fraction=0.0, window={"length": 4, "stride": 3, "label_offset": 0})
+    assert b.train_starts.tolist() == [0, 3, 6, 9, 12, 15]
+    assert b.targets(b.train_starts).tolist() == [3, 6, 9, 12, 15, 18]
+
+
+def test_batching_hash_split_depends_on_seq_only():
+    b = _batches(n=2000, split="hash", eval_fraction=0.2)
+    evals = set(b.example_seq("eval").tolist())
+    assert 300 < len(evals) < 500
+    again = _batches(n=3000, split="hash", eval_fraction=0.2)  # more data: same old decisions
+    assert evals == {s for s in again.example_seq("eval").tolist() if s < 2100}
+
+
+def test_batching_shuffle_is_seeded_per_epoch_and_never_touches_eval():
+    b = _batches(n=40, shuffle="examples")
+    epoch0, epoch1 = b.example_seq("train", 0), b.example_seq("train", 1)
+    assert sorted(epoch0.tolist()) == list(range(100, 130)) and epoch0.tolist() != sorted(epoch0)
+    assert epoch1.tolist() != epoch0.tolist()
+    assert _batches(n=40, shuffle="examples").example_seq("train", 0).tolist() == epoch0.tolist()
+    assert _batches(n=40, shuffle="examples", seed=8).example_seq("train", 0).tolist() != \
+        epoch0.tolist()
+    assert b.example_seq("eval", 3).tolist() == list(range(130, 140))
+
+
+def test_batching_record_shuffle_scrambles_window_contents_inside_train_only():
+    b = _batches(n=40, shuffle="records", window={"length": 3, "stride": 1, "label_offset": 1})
+    x, _, _ = next(b.batches("train", 0))
+    assert not all(np.diff(x[0, :, 0]) == 1)  # a window of unrelated records
+    assert max(x.max() for x, _, _ in b.batches("train", 0)) < 30  # eval records never used
+    x_eval, _, _ = next(b.batches("eval"))
+    assert x_eval[0, :, 0].tolist() == [30.0, 31.0, 32.0]
+
+
+def test_batching_audit_records_contiguous_replica_slices():
+    audit = EpochAudit(replicas=2)
+    audit.begin(0)
+    audit.record(np.arange(8, 16), 0.0)
+    assert audit.batches == [{"first": 8, "last": 15, "replicas": [[8, 11], [12, 15]]}]
+
+
+SCHEMA = pa.schema([("x", pa.float32()), ("weather", pa.string()), ("y", pa.float32()),
+                    ("__seq__", pa.int64())])
+BAD_PLANS = [
+    ({"label": "temp"}, r"label column 'temp' is not in the records of 'features'"),
+    ({"features": ["x", "weather"]},
+     r"feature 'weather' is string, not a number.*Encode it in a preprocess function"),
+    ({"window": {"length": 0}}, r"window must be \{length: L"),
+    ({"split": "hash", "window": {"length": 3}}, r"windows need 'tail'"),
+]
+
+
+@pytest.mark.parametrize(("params", "message"), BAD_PLANS)
+def test_batching_bad_parameters_are_named(params, message):
+    stage = StageSpec("batches", "batching", {"batch_size": 4, "label": "y", **params})
+    with pytest.raises(ConfigError, match=message):
+        make_plan(stage, "features", SCHEMA)
+
+
+def test_batching_default_features_are_the_numeric_columns_and_the_labels_past():
+    stage = StageSpec("b", "batching", {"batch_size": 4, "label": "y"})
+    assert make_plan(stage, "f", SCHEMA).features == ("x",)
+    windowed = StageSpec("b", "batching", {"batch_size": 4, "label": "y", "window": {"length": 3}})
+    assert make_plan(windowed, "f", SCHEMA).features == ("x", "y")
