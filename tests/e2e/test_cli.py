@@ -167,7 +167,8 @@ BAD_ML = [
 def test_run_bad_ml_input_is_named(folder, text, code, message):
     (folder / "ml.csv").write_text("x,kind,y\n" + "".join(f"{i},k{i % 3},{i * 2}\n"
                                                           for i in range(40)))
-    (folder / "badmodel.py").write_text("def build(spec):\n    raise ValueError('no layers here')\n")
+    (folder / "badmodel.py").write_text("def build(spec):\n"
+                                        "    raise ValueError('no layers here')\n")
     result = _cli(folder, text)
     assert result.exit_code == code, result.output
     assert _matches(message, result.output), result.output
