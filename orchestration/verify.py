@@ -93,7 +93,9 @@ def _check_stage(stage_dir: Path, m: dict[str, Any], upstream: np.ndarray | None
     if m.get("format") == "tfrecord":
         seq = _check_shards(stage_dir, m, problems)
     elif COMPONENTS[m["component"]].kind == "source":  # seq is the rank among all records read
-        seq = np.setdiff1d(np.arange(m["records_in"], dtype=np.int64), dead)
+        keep = np.ones(m["records_in"], bool)
+        keep[dead[(dead >= 0) & (dead < len(keep))]] = False
+        seq = np.flatnonzero(keep).astype(np.int64)
     else:
         _check_training_audit(stage_dir.parent, m, problems)
         return None
@@ -182,16 +184,19 @@ def _check_order(seq: np.ndarray, m: dict[str, Any], problems: list[str]) -> Non
 
 def _check_coverage(seq: np.ndarray, dead: np.ndarray, upstream: np.ndarray,
                     m: dict[str, Any], problems: list[str]) -> None:
-    parents = np.unique(seq)
+    # Sorted-array set operations: seq streams are (nearly) sorted, so sorting is cheap and
+    # searchsorted beats hashing (np.unique took 0.6 s per million here).
+    parents, upstream, dead = _distinct(seq), np.sort(upstream), np.sort(dead)
     if m["records_in"] != len(upstream):
         problems.append(f"coverage: records_in {m['records_in']}, the input holds "
                         f"{len(upstream)}")
-    strays = np.setdiff1d(np.concatenate([parents, dead]), upstream)
-    if len(strays):
-        problems.append(f"coverage: seq {strays[0]} is not in the stage's input")
-    if len(np.intersect1d(parents, dead)):
-        problems.append(f"coverage: seq {np.intersect1d(parents, dead)[0]} is both output and "
-                        "a dead letter")
+    for values in (parents, dead):
+        strays = values[~_within(values, upstream)]
+        if len(strays):
+            problems.append(f"coverage: seq {strays[0]} is not in the stage's input")
+    both = dead[_within(dead, parents)]
+    if len(both):
+        problems.append(f"coverage: seq {both[0]} is both output and a dead letter")
     filtered = len(upstream) - len(parents) - len(dead)
     if filtered != m["filtered"]:
         problems.append(f"coverage: {filtered} input records are neither output nor dead "
@@ -199,6 +204,19 @@ def _check_coverage(seq: np.ndarray, dead: np.ndarray, upstream: np.ndarray,
     if len(seq) - len(parents) != m["exploded"]:
         problems.append(f"coverage: {len(seq) - len(parents)} extra rows from explode, "
                         f"manifest counts {m['exploded']}")
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    ordered = np.sort(values)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
+
+
+def _within(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
+    """Which of `values` occur in the sorted array `ordered`."""
+    at = np.searchsorted(ordered, values)
+    found = at < len(ordered)
+    found[found] = ordered[at[found]] == values[found]
+    return found
 
 
 def _check_training_audit(run: Path, m: dict[str, Any], problems: list[str]) -> None:
