@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 
 import numpy as np
 import pytest
@@ -81,18 +82,19 @@ stages:
 """
 
 
-def _spec(folder, text):
-    return parse_pipeline(text, folder, COMPONENTS)
+def _spec(tmp_path, csv):
+    """BUDGETED in its own folder, with the test user functions and `csv` as in.csv."""
+    folder = tmp_path / "pipeline"
+    folder.mkdir()
+    shutil.copy(USERFNS / "latency.py", folder / "latency.py")
+    (folder / "in.csv").write_text(csv)
+    return parse_pipeline(BUDGETED, folder, COMPONENTS)
 
 
 def test_budgeted_run_keeps_dead_letters_and_reads_stored_records(tmp_path):
     rows = "".join(f"{i}\n" if i != 13 else "thirteen\n" for i in range(40))
-    (USERFNS / "in.csv").write_text("x\n" + rows)
-    try:
-        with make_runner("local", workers=2) as runner:
-            run_pipeline(_spec(USERFNS, BUDGETED), runner, tmp_path, "r1")
-    finally:
-        (USERFNS / "in.csv").unlink()
+    with make_runner("local", workers=2) as runner:
+        run_pipeline(_spec(tmp_path, "x\n" + rows), runner, tmp_path, "r1")
     run = tmp_path / "runs" / "r1"
     letters = read_dead_letters(run / "read")
     assert [(d.seq, d.line, d.raw) for d in letters] == [(13, 15, "thirteen")]
@@ -103,12 +105,9 @@ def test_budgeted_run_keeps_dead_letters_and_reads_stored_records(tmp_path):
 
 
 def test_budget_exceeded_fails_the_run_and_commits_nothing(tmp_path):
-    (USERFNS / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(8)) + "a\nb\n")
-    try:
-        with make_runner("local", workers=2) as runner, \
-                pytest.raises(StageError, match=r"stage 'read' exceeded its error budget: 2 of "
-                                                r"10 records were bad \(20.00%\).*seq 8"):
-            run_pipeline(_spec(USERFNS, BUDGETED), runner, tmp_path, "r2")
-    finally:
-        (USERFNS / "in.csv").unlink()
+    spec = _spec(tmp_path, "x\n" + "".join(f"{i}\n" for i in range(8)) + "a\nb\n")
+    with make_runner("local", workers=2) as runner, \
+            pytest.raises(StageError, match=r"stage 'read' exceeded its error budget: 2 of "
+                                            r"10 records were bad \(20.00%\).*seq 8"):
+        run_pipeline(spec, runner, tmp_path, "r2")
     assert not (tmp_path / "runs" / "r2" / "read").exists()
