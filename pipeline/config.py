@@ -65,10 +65,6 @@ def parse_pipeline(text: str, base_dir: Path, components: Mapping[str, Component
                 f"{source}: {stage.where}: unknown component {stage.component!r}."
                 f"{did_you_mean(stage.component, components)} Components: "
                 f"{', '.join(components)}.")
-        if component.kind == "planned":
-            raise ConfigError(
-                f"{source}: {stage.where}: component {stage.component!r} is planned but not in "
-                "this version of seqline yet. Remove the stage, or end the pipeline before it.")
         if (component.kind == "source") != (stage is spec.stages[0]):
             raise ConfigError(
                 f"{source}: {stage.where}: component {stage.component!r} "

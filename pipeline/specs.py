@@ -76,7 +76,7 @@ class ComponentSpec:
     """
 
     name: str
-    kind: Literal["source", "map", "driver", "planned"]
+    kind: Literal["source", "map", "driver"]
     parameters: Mapping[str, Any]
     validate: Callable[[StageSpec, Path], None] | None = None
     # The engine-agnostic work: a source's read_blocks(stage, base_dir) -> Iterator[BlockResult],

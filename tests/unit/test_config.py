@@ -47,7 +47,10 @@ BAD = [
     (GOOD.replace("format: csv", "format: cvs"), r"unknown format 'cvs'. Did you mean 'csv'\?"),
     (GOOD.replace("{fn: ", "{batch_size: 3, fn: "), r"no parameter 'batch_size'"),
     (GOOD.replace("params: {fn", "inputs: [nope]\n    params: {fn"), r"input 'nope' is not an"),
-    (GOOD + "  - name: t\n    component: train\n", r"'train' is planned but not in this version"),
+    (GOOD + "  - name: t\n    component: train\n", r"component 'train' needs parameter\(s\) model"),
+    (GOOD + "  - name: again\n    component: preprocess\n    inputs: read\n"
+            "    params: {fn: \"fns:f\"}\n",
+     r"reads 'read', which is not the stage before it and keeps no records"),
     (GOOD.replace("component: ingest", "component: ingest\n    colour: red"),
      r"unknown key 'colour'"),
 ]
