@@ -606,7 +606,7 @@ def main() -> None:
     if args.smoke:
         args.rows, args.repeats = 20_000, 1
     out = args.out or (None if args.smoke else BENCHMARKS / "RESULTS.md")
-    chosen = args.only.split(",") if args.only else list(COMPARISONS)
+    chosen = sorted(args.only.split(","), key=int) if args.only else list(COMPARISONS)
     command = " ".join(["benchmarks/compare.py", *sys.argv[1:]])
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="seqline-compare-") as tmp:
@@ -624,6 +624,7 @@ def main() -> None:
         text = report(bench, time.perf_counter() - start, command)
     if out is None:
         out = Path(tempfile.mkdtemp(prefix="seqline-compare-smoke-")) / "RESULTS.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print("\n" + "\n".join(table(bench.rows)))
     print(f"\nWrote {out} in {(time.perf_counter() - start) / 60:.1f} min.")
