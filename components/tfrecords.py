@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from seqline.components.example_order import in_name_order
 from seqline.pipeline.errors import StageError
 
 __all__ = ["CorruptRecord", "ShardSink", "decode", "encode", "frame", "iter_records",
@@ -93,14 +94,20 @@ def encode(batch: pa.RecordBatch) -> pa.BinaryArray:
     """Serialize a normalized batch as tf.train.Example protos, one per row, in C++.
 
     tfx-bsl's encoder writes an Example's feature map in protobuf's hash order, which varies
-    from call to call; the same records must give the same bytes on every runner. So each
-    column is encoded alone (a one-entry map has one order) and the features are joined per
-    row in name order with Arrow kernels: the canonical form protobuf's deterministic
-    serialization would give, with no per-row Python.
+    from call to call; the same records must give the same bytes on every runner. So the
+    entries of every row are put in name order (example_order.py): the canonical form C++
+    protobuf's deterministic serialization gives, with no per-row Python. If the names cannot
+    be told apart cheaply, each column is encoded alone (a one-entry map has one order) and
+    the features are joined per row in name order with Arrow kernels, at about twice the cost.
 
     Example: a row {x: 3, name: "a"} becomes an Example with features name: bytes_list [b"a"]
     and x: int64_list [3], in that order; a null becomes a feature with no value.
     """
+    columns = [_as_feature(col) for col in batch.columns]
+    whole = pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+    ordered = in_name_order(pa.array(_encoder().encode(whole), pa.binary()), batch.schema.names)
+    if ordered is not None:
+        return ordered
     features = []
     for name in sorted(batch.schema.names):
         one = pa.RecordBatch.from_arrays([_as_feature(batch.column(name))], names=[name])
