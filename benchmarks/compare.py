@@ -83,26 +83,44 @@ class Row:
 
 # ---------------------------------------------------------------------------- processes
 
-def _tree_rss(proc: psutil.Process) -> int:
+# Every process measured, for the report's last table: the machine is shared, and the CPU
+# that other processes used during a run says how far to trust its figure.
+LOG: list[dict] = []
+
+
+def _sample_tree(proc: psutil.Process, cpu: dict[int, float]) -> int:
+    """RSS of the tree now; records each process's CPU seconds so far in `cpu`."""
     total = 0
     for p in [proc, *proc.children(recursive=True)]:
         with contextlib.suppress(psutil.Error):  # a worker exited between listing and reading
             total += p.memory_info().rss
+            times = p.cpu_times()
+            cpu[p.pid] = max(cpu.get(p.pid, 0.0), times.user + times.system)
     return total
 
 
-def measure(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> Run:
-    """Run `cmd` to its end; wall time, peak tree RSS, output, and its `RESULT {json}` line."""
+def _busy(times) -> float:
+    return times.user + times.nice + times.system + times.irq + times.softirq
+
+
+def measure(cmd: list[str], env: dict[str, str], label: str) -> Run:
+    """Run `cmd` to its end; wall time, peak tree RSS, output, and its `RESULT {json}` line.
+
+    Also logs the CPU the process tree used and the CPU every other process on the machine
+    used meanwhile (host busy time minus the tree's, both as average cores; the tree's is
+    sampled every 50 ms, so it misses a short-lived process's last moments).
+    """
+    host = psutil.cpu_times()
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, cwd=cwd, start_new_session=True)
-    peak, stop = [0], threading.Event()
+                            env=env, start_new_session=True)
+    peak, cpu, stop = [0], {}, threading.Event()
 
     def sample() -> None:
         with contextlib.suppress(psutil.Error):
             tree = psutil.Process(proc.pid)
             while not stop.wait(0.05):
-                peak[0] = max(peak[0], _tree_rss(tree))
+                peak[0] = max(peak[0], _sample_tree(tree, cpu))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -118,6 +136,11 @@ def measure(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> Run
         stop.set()
         sampler.join()
     wall = time.perf_counter() - start
+    now = psutil.cpu_times()
+    ours = sum(cpu.values())
+    LOG.append({"label": label, "wall": wall, "peak_mb": peak[0] / 2**20, "ours": ours / wall,
+                "others": max(0.0, _busy(now) - _busy(host) - ours) / wall,
+                "steal": (now.steal - host.steal) / wall, "rc": proc.returncode})
     if proc.returncode:
         raise BenchError(f"exit {proc.returncode}: {' '.join(cmd)}\n{output[-3000:]}")
     result = {}
@@ -211,7 +234,9 @@ class Bench:
         run_id = f"{pipeline.stem}-{runner}-{workers}w-{self._count}"
         run = measure([*SEQLINE, "run", str(pipeline), "--runner", runner, "--root",
                        str(self.root), "--run-id", run_id, "--workers", str(workers),
-                       "--no-verify"], self.env)
+                       "--no-verify"], self.env,
+                      f"seqline {pipeline.parent.name}/{pipeline.stem}, {runner}, "
+                      f"{workers} worker(s)")
         found = re.search(r"stages \(([\d.]+) s\)", run.output)
         run.result["seconds"] = float(found.group(1)) if found else float("nan")
         run_dir = self.root / "runs" / run_id
@@ -220,12 +245,13 @@ class Bench:
         shutil.rmtree(run_dir)  # keep the disk bounded; what is needed is read
         return run
 
-    def peer(self, job: str, *options: str, env: dict | None = None) -> Run:
+    def peer(self, job: str, rows: int, *options: str, env: dict | None = None) -> Run:
         out = self.work / "peer-out"
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir()
         try:
-            return measure([*PEERS, job, "--out", str(out), *options], env or self.env)
+            return measure([*PEERS, job, "--out", str(out), "--rows", str(rows), *options],
+                           env or self.env, f"peer {job}, {rows:,} rows")
         finally:
             shutil.rmtree(out, ignore_errors=True)
 
@@ -258,7 +284,8 @@ def c1_ordering(b: Bench) -> None:
     for runner in runners:
         run = measure([*PEERS, "skew", "--runner", runner, "--rows", str(rows), "--block", "50",
                        "--base-ms", str(base_ms), "--window-factor", "4",
-                       "--repeats", str(b.args.repeats)], b.env)
+                       "--repeats", str(b.args.repeats)], b.env,
+                      f"skew {runner}: unordered + ordered passes, engine start")
         pairs = run.result["pairs"]
         ratios = [unordered / ordered for ordered, unordered in pairs]
         ordered = statistics.median(p[0] for p in pairs)
@@ -287,7 +314,8 @@ def c2_tfdata(b: Bench) -> None:
          "params": {"format": "csv", "paths": [b.csv(rows).name]}},
         {"name": "examples", "component": "tfrecord_write", "params": {"compression": "gzip"}}])
     made = measure([*SEQLINE, "run", str(prep), "--root", str(b.job / "prep"), "--run-id",
-                    "prep", "--workers", "2", "--no-verify"], b.env)
+                    "prep", "--workers", "2", "--no-verify"], b.env,
+                   "seqline: store the CSV as TFRecords for 2 (not timed)")
     shards = "prep/runs/prep/examples/*.tfrecord.gz"
     pipeline = b.pipeline("from-tfrecords", [
         {"name": "read", "component": "ingest", "params": {"format": "tfrecord",
@@ -298,7 +326,7 @@ def c2_tfdata(b: Bench) -> None:
     ours, theirs = [], []
     for _ in range(b.args.repeats):
         ours.append(b.seqline(pipeline))
-        theirs.append(b.peer("tfdata", "--files", str(b.job / shards), "--batch", "16384"))
+        theirs.append(b.peer("tfdata", rows, "--files", str(b.job / shards), "--batch", "16384"))
         if theirs[-1].result["rows"] != rows:
             raise BenchError(f"tf.data read {theirs[-1].result['rows']} rows, not {rows}")
     ratios = [t.wall / o.wall for o, t in zip(ours, theirs, strict=True)]
@@ -333,7 +361,7 @@ def _vs_peer(b: Bench, number: str, peer: str, job: str, env: dict, what: str,
     """The whole job: seqline (local) against a peer engine on the same CSV, `peer_rows` rows."""
     rows = b.peer_rows
     ours = b.job_runs(rows)
-    theirs = [b.peer(job, "--csv", str(b.csv(rows)), "--rows", str(rows), env=env)
+    theirs = [b.peer(job, rows, "--csv", str(b.csv(rows)), env=env)
               for _ in range(b.args.repeats)]
     ratios = [t.wall / o.wall for o, t in zip(ours, theirs, strict=True)]
     b.add(number, what, rate(rows, statistics.median(o.wall for o in ours)),
@@ -396,7 +424,7 @@ def c4_beam(b: Bench) -> None:
 def c5_limit(b: Bench) -> None:
     rows = b.args.rows
     ours = b.job_runs(rows)
-    theirs = [b.peer("tight", "--csv", str(b.csv(rows))) for _ in range(b.args.repeats)]
+    theirs = [b.peer("tight", rows, "--csv", str(b.csv(rows))) for _ in range(b.args.repeats)]
     ratios = [t.wall / (2 * o.wall) for o, t in zip(ours, theirs, strict=True)]
     one = statistics.median(t.wall for t in theirs)
     b.add("5", "the same job on 2 workers ÷ the limit (2 × one tight process)",
@@ -421,6 +449,14 @@ def c6_scaling(b: Bench) -> None:
     rows = 40_000 if b.args.smoke else min(b.args.rows, 600_000)
     runners = ["local"] if b.args.smoke else ["local", "beam", "ray"]
     pipeline = b.job_pipeline(rows, fn="features:burn", block_records=2_000)
+    sys.path.insert(0, str(BENCHMARKS))
+    from compare_userfns import burn
+
+    block = pa.record_batch({"x": np.arange(2_000)})
+    start = time.process_time()
+    for _ in range(10):
+        burn(block)
+    burn_ms = (time.process_time() - start) * 100  # CPU ms per block, measured now
     for runner in runners:
         one, two = [], []
         for _ in range(b.args.repeats):
@@ -438,12 +474,14 @@ def c6_scaling(b: Bench) -> None:
                f"{seconds_list([r.wall for r in two])} (wall ratio "
                f"{spread([a.wall / c.wall for a, c in zip(one, two, strict=True)])}).")
     b.note("6", f"{rows:,} rows in 2,000-record blocks ({rows // 2_000} blocks), ingest csv → "
-           "preprocess `features:burn` (1,000 passes of `x = sin(x) + 1` over 2,000 floats, "
-           "about 16 ms of CPU per block) → gzip TFRecords, `seqline run --workers 1` and "
-           "`--workers 2` (window 4 × workers). The ratio is of the preprocess stage's own "
-           "seconds from its manifest (start-up of the interpreter and engine excluded; the "
-           "driver's reading and the workers' shard writing included); the process wall ratio "
-           "is given too. Two cores: the driver shares them with the workers.")
+           "preprocess `features:burn` (1,000 passes of `x = sin(x) + 1` over 2,000 floats; "
+           f"{burn_ms:.0f} ms of CPU per block, timed in the benchmark's process just before; "
+           "the machine's speed varies between runs, 16-31 ms seen) → gzip TFRecords, "
+           "`seqline run --workers 1` and `--workers 2` (window 4 × workers). The ratio is "
+           "of the preprocess stage's own seconds from its manifest (start-up of the "
+           "interpreter and engine excluded; the driver's reading and the workers' shard "
+           "writing included); the process wall ratio is given too. Two cores: the driver "
+           "shares them with the workers.")
 
 
 def c7_assembly(b: Bench) -> None:
@@ -565,6 +603,16 @@ def table(rows: list[Row]) -> list[str]:
     return lines
 
 
+def _load_warning() -> list[str]:
+    busy = [e for e in LOG if e["others"] > 0.25]
+    if not busy:
+        return ["No measured process ran while other processes used more than a quarter of a "
+                "core (see the last table)."]
+    return [f"**{len(busy)} of {len(LOG)} measured processes ran while other processes used "
+            "more than a quarter of a core** (the machine is shared; see the last table): "
+            "their figures are slower than the machine can do."]
+
+
 def report(b: Bench, elapsed: float, command: str) -> str:
     args = b.args
     lines = ["# seqline against its peers", "",
@@ -576,13 +624,23 @@ def report(b: Bench, elapsed: float, command: str) -> str:
              "Ratios are seqline ÷ peer (rows/s against rows/s, by the wall time of each "
              "job's own process, start-up included), computed per repeat and given as min / "
              "median / max; `met?` judges the median. Rows/s columns are medians. Each side "
-             "ran alone on the machine, one process at a time.", "",
+             "ran alone on the machine, one process at a time.", "", *_load_warning(), "",
              *table(b.rows), ""]
     for number, title in TITLES.items():
         if number in b.notes:
             lines += [f"## {number}. {title}", ""]
             lines += [f"- {text}" for text in b.notes[number]]
             lines.append("")
+    lines += ["## Every process, in the order run", "",
+              "The machine is shared. `others` is the CPU that processes outside the measured "
+              "tree used while it ran (host busy time minus the tree's, average cores of "
+              f"{os.cpu_count()}); a figure measured while others used a good part of a core "
+              "is slower than the machine can do.", "",
+              "| process | wall s | peak RSS MB | its CPU (cores) | others (cores) | steal |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {e['label']} | {e['wall']:.1f} | {e['peak_mb']:,.0f} | {e['ours']:.2f} | "
+              f"{e['others']:.2f} | {e['steal']:.2f} |" for e in LOG]
+    lines.append("")
     if b.failed:
         lines += ["## Failures", ""]
         for text in b.failed:

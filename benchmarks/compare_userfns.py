@@ -4,7 +4,8 @@ Every side of a comparison runs the same arithmetic: seqline and Ray Data call
 `add_features` (vectorized, pyarrow), Beam calls `add_features_row` (the per-row
 equivalent), tf.data runs the same four columns in TF ops (compare_peers.py), and the
 single-process limit calls `add_features` too. `burn` is the CPU-bound function of the
-scaling comparison: a fixed amount of NumPy work per block (about 16 ms on this machine).
+scaling comparison: a fixed amount of NumPy work per block (16-31 ms of CPU on the
+2-core benchmark machine, whose speed varies between runs).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pyarrow.compute as pc
 
 # The generated CSV's columns and their Python types (Beam's per-line parse uses them).
 CSV_COLUMNS = {"id": int, "a": float, "b": float, "c": int, "name": str}
-BURN_ITERATIONS = 1000  # x = sin(x) + 1 over 2,000 floats: ~16 us each, ~16 ms per block
+BURN_ITERATIONS = 1000  # x = sin(x) + 1 over 2,000 floats: 16-31 us each
 
 
 def add_features(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:

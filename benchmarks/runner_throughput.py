@@ -10,6 +10,7 @@ they finish (the ordered run's only extra cost is waiting in the reorder buffer)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 from pathlib import Path
@@ -27,8 +28,9 @@ RUNNERS = {"local": {}, "beam": {"mode": "multi_processing"}, "ray": {}}
 
 
 def _task(fn: str, **kwargs):
+    """The preprocess task without its shard writer: this measures the runners alone."""
     spec = StageSpec("bench", "preprocess", {"fn": fn, "fn_kwargs": kwargs})
-    return preprocess.make_task(spec, USERFNS)
+    return dataclasses.replace(preprocess.make_task(spec, USERFNS, USERFNS), sink=None)
 
 
 def _timed(runner, task, n: int, block_records: int, ordered: bool = True) -> float:
