@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from seqline.components import preprocess
+from seqline.components import preprocess, tfrecords
 from seqline.pipeline.blocks import SEQ, to_blocks
 from seqline.pipeline.errors import StageError
 from seqline.pipeline.specs import StageSpec
@@ -49,6 +49,22 @@ def test_runner_skewed_latency_output_is_complete_and_strictly_ascending(runner_
     assert np.array_equal(seq, np.arange(6000))
     y = np.concatenate([r.batch.column("y").to_numpy() for r in results])
     assert np.array_equal(y, 2 * np.arange(6000))
+
+
+def test_runner_workers_write_shards_that_read_back_in_seq_order(runner_factory, tmp_path):
+    """Shards are written by the workers, under skewed latency: listed in result order they
+    hold every seq once, ascending, with the worker's output values."""
+    task = preprocess.make_task(StageSpec("features", "preprocess", {
+        "fn": "latency:skewed", "fn_kwargs": {"base_ms": 3, "seed": 11}}), USERFNS, tmp_path)
+    results, _ = _collect(runner_factory(workers=2), task, _blocks(3000, 50))
+    schema = results[0].batch.schema
+    stored = [tfrecords.decode(tfrecords.read_shard(tmp_path / r.shard["path"], "gzip"), schema)
+              for r in results]
+    assert np.array_equal(np.concatenate([b.column(SEQ).to_numpy() for b in stored]),
+                          np.arange(3000))
+    assert np.array_equal(np.concatenate([b.column("y").to_numpy() for b in stored]),
+                          2 * np.arange(3000))
+    assert [r.shard["seq_first"] for r in results] == list(range(0, 3000, 50))
 
 
 def test_runner_filter_keeps_order_and_counts(runner_factory):
