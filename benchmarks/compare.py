@@ -17,30 +17,24 @@ error is in the table's notes), whatever the figures.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.metadata
 import importlib.util
 import json
 import os
-import platform
 import re
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pyarrow as pa
 import yaml
+from compare_measure import BenchError, Run, measure
+from compare_report import TITLES, Row, report, spread, table
 from pyarrow import csv
 
 BENCHMARKS = Path(__file__).resolve().parent
@@ -49,118 +43,13 @@ EXAMPLE = REPO / "data" / "seattle_weather"
 PEERS = [sys.executable, str(BENCHMARKS / "compare_peers.py")]
 SEQLINE = [sys.executable, "-m", "seqline.orchestration.cli"]
 NAMES = np.array(["alpha", "beta", "gamma", "delta", "epsilon"])
-VERSIONS = ["seqline", "pyarrow", "tensorflow", "apache-beam", "ray", "tfx-bsl", "numpy",
-            "pandas"]
 PENDING = "pending: the assembly line (stages overlapping) is not built yet"
-TIMEOUT_S = 1800  # one job; a hung engine fails its comparison instead of the whole run
-
-
-class BenchError(Exception):
-    """A job exited non-zero or timed out; the message holds the command and its output."""
-
-
-@dataclass
-class Run:
-    """One process: wall seconds, peak RSS of its tree (MB), its output and what it reported."""
-
-    wall: float
-    peak_mb: float
-    output: str
-    result: dict = field(default_factory=dict)
-
-
-@dataclass
-class Row:
-    key: str
-    what: str
-    seqline: str
-    peer: str
-    ratios: list[float] | None
-    target: str
-    met: str
-    digits: int = 2
-
-
-# ---------------------------------------------------------------------------- processes
-
-# Every process measured, for the report's last table: the machine is shared, and the CPU
-# that other processes used during a run says how far to trust its figure.
-LOG: list[dict] = []
-
-
-def _sample_tree(proc: psutil.Process, cpu: dict[int, float]) -> int:
-    """RSS of the tree now; records each process's CPU seconds so far in `cpu`."""
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):  # a worker exited between listing and reading
-            total += p.memory_info().rss
-            times = p.cpu_times()
-            cpu[p.pid] = max(cpu.get(p.pid, 0.0), times.user + times.system)
-    return total
-
-
-def _busy(times) -> float:
-    return times.user + times.nice + times.system + times.irq + times.softirq
-
-
-def measure(cmd: list[str], env: dict[str, str], label: str) -> Run:
-    """Run `cmd` to its end; wall time, peak tree RSS, output, and its `RESULT {json}` line.
-
-    Also logs the CPU the process tree used and the CPU every other process on the machine
-    used meanwhile (host busy time minus the tree's, both as average cores; the tree's is
-    sampled every 50 ms, so it misses a short-lived process's last moments).
-    """
-    host = psutil.cpu_times()
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, start_new_session=True)
-    peak, cpu, stop = [0], {}, threading.Event()
-
-    def sample() -> None:
-        with contextlib.suppress(psutil.Error):
-            tree = psutil.Process(proc.pid)
-            while not stop.wait(0.05):
-                peak[0] = max(peak[0], _sample_tree(tree, cpu))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        output, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # the group this Popen started, nothing else
-        output, _ = proc.communicate()
-        raise BenchError(f"timed out after {TIMEOUT_S} s: {' '.join(cmd)}\n"
-                         f"{output[-3000:]}") from None
-    finally:
-        stop.set()
-        sampler.join()
-    wall = time.perf_counter() - start
-    now = psutil.cpu_times()
-    ours = sum(cpu.values())
-    LOG.append({"label": label, "wall": wall, "peak_mb": peak[0] / 2**20, "ours": ours / wall,
-                "others": max(0.0, _busy(now) - _busy(host) - ours) / wall,
-                "steal": (now.steal - host.steal) / wall, "rc": proc.returncode})
-    if proc.returncode:
-        raise BenchError(f"exit {proc.returncode}: {' '.join(cmd)}\n{output[-3000:]}")
-    result = {}
-    for line in output.splitlines():
-        if line.startswith("RESULT "):
-            result = json.loads(line[len("RESULT "):])
-    return Run(wall, peak[0] / 2**20, output, result)
 
 
 # ---------------------------------------------------------------------------- formatting
 
 def rate(rows: float, seconds: float) -> str:
     return f"{rows / seconds:,.0f} rows/s"
-
-
-def spread(values: list[float], digits: int = 2) -> str:
-    if not values:
-        return "-"
-    median = statistics.median(values)
-    return (f"{min(values):.{digits}f} / {median:.{digits}f} / {max(values):.{digits}f}")
 
 
 def seconds_list(values: list[float]) -> str:
@@ -566,88 +455,6 @@ COMPARISONS: dict[str, Callable[[Bench], None]] = {
     "1": c1_ordering, "2": c2_tfdata, "3": c3_ray_data, "4": c4_beam, "5": c5_limit,
     "6": c6_scaling, "7": c7_assembly, "8": c8_memory, "9": c9_input_wait,
     "10": c10_cold_start}
-TITLES = {"1": "ordering cost", "2": "preprocessing vs tf.data", "3": "whole job vs Ray Data",
-          "4": "whole job vs Beam", "5": "whole job vs the single-process limit",
-          "6": "scaling 1 → 2 workers", "7": "the assembly line", "8": "memory vs input size",
-          "9": "training input wait", "10": "cold start"}
-
-
-# ---------------------------------------------------------------------------- report
-
-def machine() -> list[str]:
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    versions = [f"python {platform.python_version()}"]
-    for name in VERSIONS:
-        try:
-            versions.append(f"{name} {importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            versions.append(f"{name} (not installed)")
-    return [f"- Machine: {os.cpu_count()} logical cores "
-            f"({psutil.cpu_count(logical=False)} physical), "
-            f"{psutil.virtual_memory().total / 2**30:.1f} GiB RAM, {model}; "
-            f"{platform.system()} {platform.release()}.",
-            "- Versions: " + ", ".join(versions) + "."]
-
-
-def table(rows: list[Row]) -> list[str]:
-    lines = ["| # | what | seqline | peer | ratio (min / median / max) | target | met? |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        lines.append(f"| {r.key} | {r.what} | {r.seqline} | {r.peer} | "
-                     f"{spread(r.ratios or [], r.digits)} | {r.target} | {r.met} |")
-    return lines
-
-
-def _load_warning() -> list[str]:
-    busy = [e for e in LOG if e["others"] > 0.25]
-    if not busy:
-        return ["No measured process ran while other processes used more than a quarter of a "
-                "core (see the last table)."]
-    return [f"**{len(busy)} of {len(LOG)} measured processes ran while other processes used "
-            "more than a quarter of a core** (the machine is shared; see the last table): "
-            "their figures are slower than the machine can do."]
-
-
-def report(b: Bench, elapsed: float, command: str) -> str:
-    args = b.args
-    lines = ["# seqline against its peers", "",
-             f"Written by `{command}` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC in "
-             f"{elapsed / 60:.1f} min; {args.repeats} repeat(s); {args.rows:,} rows (the "
-             f"Ray Data and Beam comparisons: {b.peer_rows:,})"
-             + (" — **smoke sizes: the figures mean nothing**" if args.smoke else "") + ".",
-             "", *machine(), "",
-             "Ratios are seqline ÷ peer (rows/s against rows/s, by the wall time of each "
-             "job's own process, start-up included), computed per repeat and given as min / "
-             "median / max; `met?` judges the median. Rows/s columns are medians. Each side "
-             "ran alone on the machine, one process at a time.", "", *_load_warning(), "",
-             *table(b.rows), ""]
-    for number, title in TITLES.items():
-        if number in b.notes:
-            lines += [f"## {number}. {title}", ""]
-            lines += [f"- {text}" for text in b.notes[number]]
-            lines.append("")
-    lines += ["## Every process, in the order run", "",
-              "The machine is shared. `others` is the CPU that processes outside the measured "
-              "tree used while it ran (host busy time minus the tree's, average cores of "
-              f"{os.cpu_count()}); a figure measured while others used a good part of a core "
-              "is slower than the machine can do.", "",
-              "| process | wall s | peak RSS MB | its CPU (cores) | others (cores) | steal |",
-              "| --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {e['label']} | {e['wall']:.1f} | {e['peak_mb']:,.0f} | {e['ours']:.2f} | "
-              f"{e['others']:.2f} | {e['steal']:.2f} |" for e in LOG]
-    lines.append("")
-    if b.failed:
-        lines += ["## Failures", ""]
-        for text in b.failed:
-            lines += ["```", text.strip(), "```", ""]
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
