@@ -17,14 +17,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from seqline.components.tfrecords import read_artifact, schema_from_text
+from seqline.components.cutter import Cutter, boundary, hash_is_eval, reach
+from seqline.components.tfrecords import read_artifact, read_fed_shard, schema_from_text
 from seqline.pipeline.artifacts import read_manifest
-from seqline.pipeline.audit import seq_digest
-from seqline.pipeline.blocks import SEQ
+from seqline.pipeline.audit import SeqDigest
+from seqline.pipeline.blocks import SEQ, Block, seq_of
 from seqline.pipeline.errors import ConfigError, StageError
+from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.specs import REQUIRED, ComponentSpec, StageContext, StageSpec
 
-__all__ = ["SPEC", "Batches", "Plan", "load_batches", "make_plan", "plan_of"]
+__all__ = ["SPEC", "Batches", "Plan", "load_batches", "make_plan", "plan_of", "source_feed",
+           "stream_batches"]
 
 SPLITS = ("tail", "hash")
 SHUFFLE_UNITS = ("examples", "records")
@@ -110,13 +113,12 @@ class Batches:
                  columns: dict[str, np.ndarray]) -> None:
         self.plan, self.x, self.y, self.seq, self.columns = plan, x, y, seq, columns
         self.train_starts, self.eval_starts = _split_examples(plan, seq)
-        self.train_rows = np.arange(_boundary(plan, len(seq))) if plan.split == "tail" \
-            else self.train_starts
+        self.train_rows = np.arange(boundary(len(seq), plan.eval_fraction)) \
+            if plan.split == "tail" else self.train_starts
 
     def targets(self, starts: np.ndarray) -> np.ndarray:
         """Row of the label for each example starting at `starts`."""
-        w = self.plan.window
-        return starts if w is None else starts + w["length"] - 1 + w["label_offset"]
+        return starts + reach(self.plan)
 
     def order(self, split: str, epoch: int) -> np.ndarray:
         """The example start rows of `split` in the order epoch `epoch` consumes them."""
@@ -165,29 +167,17 @@ def _rng(seed: int, epoch: int) -> np.random.Generator:
     return np.random.default_rng([seed, epoch])  # a fresh, recorded stream per epoch
 
 
-def _boundary(plan: Plan, n: int) -> int:
-    return n - int(round(n * plan.eval_fraction))
-
-
 def _split_examples(plan: Plan, seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Example start rows of train and eval; windows never cross the boundary."""
     n = len(seq)
     if plan.split == "hash":
-        # SplitMix64 of (seq + seed): a record's split depends only on its seq, not on n.
-        z = (seq.astype(np.uint64) + np.uint64(plan.seed) * np.uint64(0x9E3779B97F4A7C15))
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        is_eval = ((z ^ (z >> np.uint64(31))) % np.uint64(10_000)) < plan.eval_fraction * 10_000
+        is_eval = hash_is_eval(seq, plan.seed, plan.eval_fraction)
         rows = np.arange(n)
         return rows[~is_eval], rows[is_eval]
-    boundary = _boundary(plan, n)
-    if plan.window is None:
-        return np.arange(boundary), np.arange(boundary, n)
-    w = plan.window
-    reach = w["length"] - 1 + w["label_offset"]  # from a window's first row to its label's
-    train = np.arange(0, max(boundary - reach, 0), w["stride"])
-    evals = np.arange(boundary, max(n - reach, boundary), w["stride"])
-    return train, evals
+    edge, span = boundary(n, plan.eval_fraction), reach(plan)
+    stride = plan.window["stride"] if plan.window else 1
+    return (np.arange(0, max(edge - span, 0), stride),
+            np.arange(edge, max(n - span, edge), stride))
 
 
 def plan_of(manifest: dict[str, Any]) -> Plan:
@@ -203,16 +193,61 @@ def load_batches(run: Path, plan: Plan) -> Batches:
     table = pa.Table.from_batches(batches) if batches else None
     if table is None or table.num_rows == 0:
         raise StageError(f"stage {plan.source!r} stored no records to batch.")
-    x = np.column_stack([table.column(f).to_numpy(zero_copy_only=False).astype(np.float32)
-                         for f in plan.features]) if plan.features else \
-        np.zeros((table.num_rows, 0), np.float32)
-    y = table.column(plan.label).to_numpy(zero_copy_only=False)
     columns = {n: table.column(n).to_numpy(zero_copy_only=False) for n in table.column_names}
-    return Batches(plan, np.nan_to_num(x), y, columns[SEQ].astype(np.int64), columns)
+    x, y, seq = _arrays(plan, columns)
+    return Batches(plan, x, y, seq, columns)
+
+
+def _arrays(plan: Plan, columns: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features as float32 (NaN as 0), the label as stored, and seq, from record columns."""
+    n = len(columns[SEQ])
+    x = np.column_stack([np.asarray(columns[f]).astype(np.float32) for f in plan.features]) \
+        if plan.features else np.zeros((n, 0), np.float32)
+    return np.nan_to_num(x), np.asarray(columns[plan.label]), \
+        np.asarray(columns[SEQ]).astype(np.int64)
+
+
+def source_feed(run: Path, source: str) -> ShardFeed:
+    """The committed records of stage `source` as a complete feed."""
+    stage_dir, manifest = _stored(run, source)
+    return ShardFeed.stored(stage_dir, manifest, schema_from_text(manifest["schema"]))
+
+
+def stream_batches(plan: Plan, feed: ShardFeed, split: str) -> Iterator[tuple[np.ndarray, ...]]:
+    """(x, y, seq) batches of an unshuffled split, read from the source's stored shards.
+
+    The shards are followed as they are written: a shard is read once it exists and holds
+    records the split can use now, so the trainer's first epoch runs while the stages before
+    it are still writing, and memory holds a shard and the rows not yet decided, never the
+    whole artifact. The batches are the same as `Batches.batches(split)` (tested).
+    """
+    cutter = Cutter(plan, split)
+    schema = feed.schema()
+    shards: list[dict[str, Any]] = []
+    done, read, total = False, 0, 0
+    while True:
+        while read < len(shards) and cutter.fed < cutter.horizon(total, done):
+            records = read_fed_shard(feed, shards[read])
+            read += 1
+            cutter.feed(*_arrays(plan, {n: records.column(n).to_numpy(zero_copy_only=False)
+                                        for n in records.schema.names}))
+            yield from cutter.cut(total, done)
+        if done and (read == len(shards) or cutter.fed >= cutter.horizon(total, done)):
+            yield from cutter.cut(total, done)
+            yield from cutter.finish()
+            return
+        shards, done = feed.wait(len(shards) if read == len(shards) or not done else 0)
+        total = sum(s["records"] for s in shards)
+        if schema is None:
+            return
 
 
 def run_stage(stage: StageSpec, ctx: StageContext) -> dict[str, Any]:
-    """Plan the batches over the input stage's stored records; the manifest's account of them.
+    """Plan the batches over the input stage's records; the manifest's account of them.
+
+    In an assembly line (`ctx.blocks`), the records stream past: the plan is announced as
+    soon as the first block shows the columns, so training can start, and the split digests
+    are cut as the records go by. Otherwise the input's stored records are read.
 
     Example: 1,000 records, batch_size 32, eval_fraction 0.2, no window: train is seq 0-799
     in 25 batches (the last of 32), eval seq 800-999 in 7 batches (the last of 8).
@@ -221,25 +256,75 @@ def run_stage(stage: StageSpec, ctx: StageContext) -> dict[str, Any]:
         ConfigError: a bad parameter for these records (see make_plan), or a batch size
             larger than the train split.
     """
-    manifest = read_manifest(ctx.run / ctx.source)
-    if not manifest.get("schema"):
-        raise ConfigError(f"{stage.where}: stage {ctx.source!r} stores no records to batch; "
-                          "read a tfrecord_write or preprocess stage.")
-    plan = make_plan(stage, ctx.source, schema_from_text(manifest["schema"]))
-    batches = load_batches(ctx.run, plan)
-    train = len(batches.train_starts)
+    blocks = ctx.blocks if ctx.blocks is not None else _stored_blocks(ctx.run, ctx.source)
+    plan, total, cutters = None, 0, {}
+    splits = {"train": _Split(), "eval": _Split()}
+    for block in blocks:
+        if plan is None:
+            plan = make_plan(stage, ctx.source, block.batch.schema)
+            if ctx.announce:
+                ctx.announce(plan)
+            # The digests need only seq: the cutters get no feature columns, and keep the
+            # last partial batch so that it is counted (and digested only if the plan keeps it).
+            counting = Plan(**{**asdict(plan), "features": (), "remainder": "keep"})
+            cutters = {split: Cutter(counting, split) for split in splits}
+        seq = seq_of(block.batch)
+        total += len(seq)
+        for split, cutter in cutters.items():
+            cutter.feed(np.zeros((len(seq), 0), np.float32), seq, seq)
+            for _, _, cut in cutter.cut(total, False):
+                splits[split].add(cut)
+    if plan is None:
+        raise StageError(f"stage {ctx.source!r} stored no records to batch.", stage=stage.name)
+    for split, cutter in cutters.items():
+        for _, _, cut in cutter.cut(total, True):
+            splits[split].add(cut)
+        for _, _, cut in cutter.finish():
+            splits[split].add(cut, digest=plan.remainder == "keep")
+    train = splits["train"].examples
     if plan.batch_size > train:
         raise ConfigError(f"{stage.where}: batch_size {plan.batch_size} is larger than the "
-                          f"train split ({train} examples of {len(batches.seq)} records). Use a "
+                          f"train split ({train} examples of {total} records). Use a "
                           "smaller batch_size, or more data.")
-    return {
-        "plan": asdict(plan),
-        "records_in": len(batches.seq),
-        "train": {"examples": train, "batches": batches.steps("train"),
-                  "seq_digest": seq_digest(batches.example_seq("train"))},
-        "eval": {"examples": len(batches.eval_starts), "batches": batches.steps("eval"),
-                 "seq_digest": seq_digest(batches.example_seq("eval"))},
-    }
+    if plan.shuffle == "examples":  # the plan's digest is of epoch 0's order, see Batches
+        splits["train"].digest = SeqDigest()
+        splits["train"].digest.update(load_batches(ctx.run, plan).example_seq("train"))
+    return {"plan": asdict(plan), "records_in": total,
+            **{name: split.account(plan.batch_size, plan.remainder)
+               for name, split in splits.items()}}
+
+
+class _Split:
+    """A split's example count and the digest of the examples' seq in consumption order."""
+
+    def __init__(self) -> None:
+        self.examples, self.digest = 0, SeqDigest()
+
+    def add(self, seq: np.ndarray, digest: bool = True) -> None:
+        self.examples += len(seq)
+        if digest:
+            self.digest.update(seq)
+
+    def account(self, batch_size: int, remainder: str) -> dict[str, Any]:
+        batches = self.examples // batch_size if remainder == "drop" \
+            else -(-self.examples // batch_size)
+        return {"examples": self.examples, "batches": batches,
+                "seq_digest": self.digest.hexdigest()}
+
+
+def _stored(run: Path, source: str) -> tuple[Path, dict[str, Any]]:
+    stage_dir = Path(run) / source
+    manifest = read_manifest(stage_dir)
+    if not manifest.get("schema"):
+        raise ConfigError(f"stage {source!r} stores no records to batch; read a "
+                          "tfrecord_write or preprocess stage.")
+    return stage_dir, manifest
+
+
+def _stored_blocks(run: Path, source: str) -> Iterator[Block]:
+    stage_dir, manifest = _stored(run, source)
+    for index, batch in enumerate(read_artifact(stage_dir, manifest)):
+        yield Block(index, batch)
 
 
 def _validate(stage: StageSpec, base_dir: Path) -> None:
@@ -266,4 +351,4 @@ PARAMETERS: dict[str, Any] = {
 }
 
 SPEC = ComponentSpec("batching", "driver", PARAMETERS, _validate, run_stage,
-                     doc="Stored records -> a plan of exact batches in seq order.")
+                     doc="Stored records -> a plan of exact batches in seq order.", live=True)

@@ -15,8 +15,10 @@ import hashlib
 import os
 import struct
 import threading
+import time
 import zlib
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
@@ -28,6 +30,7 @@ import pyarrow.compute as pc
 
 from seqline.components.example_order import in_name_order
 from seqline.pipeline.errors import StageError
+from seqline.pipeline.feed import ShardFeed
 
 __all__ = ["CorruptRecord", "ShardSink", "decode", "encode", "frame", "iter_records",
            "normalize", "read_artifact", "read_shard", "schema_from_text", "schema_to_text"]
@@ -433,26 +436,46 @@ def read_shard(path: Path, compression: str) -> list[bytes]:
 
 def read_artifact(stage_dir: Path, manifest: dict[str, Any], prefetch: int = 2
                   ) -> Iterator[pa.RecordBatch]:
-    """A TFRecord artifact's records as batches, one per shard, in manifest (seq) order.
+    """A committed TFRecord artifact's records as batches, one per shard, in manifest order."""
+    schema = schema_from_text(manifest["schema"])
+    yield from read_feed(ShardFeed.stored(stage_dir, manifest, schema), prefetch)
+
+
+def read_feed(feed: ShardFeed, prefetch: int = 2,
+              on_wait: Callable[[float], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """A stage's records as batches, one per shard, in seq order, while they are written.
 
     Shards are read and decoded `prefetch` ahead on threads (zlib and the decoder release
-    the GIL), and yielded strictly in manifest order.
+    the GIL) and yielded strictly in order; when the reader catches up with the writer it
+    waits for the next shard, and `on_wait` is told how long.
     """
-    schema = schema_from_text(manifest["schema"])
-    shards = [Path(stage_dir) / s["path"] for s in manifest["shards"]]
-
-    def load(path: Path) -> pa.RecordBatch:
-        try:
-            return decode(read_shard(path, manifest["compression"]), schema)
-        except (CorruptRecord, OSError) as exc:
-            raise StageError(f"stored records of stage {Path(stage_dir).name!r} are unreadable: "
-                             f"{exc}. `seqline verify` checks the whole run; rerun the stage "
-                             "that wrote them.", stage=Path(stage_dir).name) from exc
-
+    shards, done, submitted = [], False, 0
     with ThreadPoolExecutor(max(prefetch, 1)) as pool:
-        futures = [pool.submit(load, p) for p in shards[:prefetch]]
-        for i in range(len(shards)):
-            if i + prefetch < len(shards):
-                futures.append(pool.submit(load, shards[i + prefetch]))
-            yield futures[i].result()
-            futures[i] = None  # release the batch once the consumer has it
+        ahead: deque = deque()
+        while True:
+            while submitted < len(shards) and len(ahead) < max(prefetch, 1):
+                ahead.append(pool.submit(read_fed_shard, feed, shards[submitted]))
+                submitted += 1
+            if ahead:
+                yield ahead.popleft().result()
+                continue
+            if done:
+                return
+            start = time.perf_counter()
+            shards, done = feed.wait(submitted)
+            if on_wait:
+                on_wait(time.perf_counter() - start)
+
+
+def read_fed_shard(feed: ShardFeed, shard: dict[str, Any]) -> pa.RecordBatch:
+    """One shard of a feed, decoded; the feed's folder may be renamed by a commit meanwhile."""
+    try:
+        try:
+            data = read_shard(feed.path(shard), feed.compression)
+        except FileNotFoundError:  # the stage committed meanwhile: its folder was renamed
+            data = read_shard(feed.path(shard), feed.compression)
+        return decode(data, feed.schema())
+    except (CorruptRecord, OSError) as exc:
+        raise StageError(f"stored records of stage {feed.stage!r} are unreadable: {exc}. "
+                         "`seqline verify` checks the whole run; rerun the stage that wrote "
+                         "them.", stage=feed.stage) from exc

@@ -57,6 +57,8 @@ def run(
     workers: Annotated[int, typer.Option(min=1, help="Parallel workers.")] = 2,
     window: Annotated[int | None, typer.Option(
         min=1, help="Max blocks in flight per stage; default 4 x workers.")] = None,
+    queue: Annotated[int, typer.Option(
+        min=1, help="Blocks waiting between two stages (the assembly line's belts).")] = 4,
     ray_address: Annotated[str | None, typer.Option(
         help="Join this Ray cluster instead of starting Ray locally.")] = None,
     beam_mode: Annotated[str, typer.Option(
@@ -82,7 +84,8 @@ def run(
         run_id = run_id or _new_run_id()
         start = time.perf_counter()
         with make_runner(runner.value, **options) as engine, _progress(spec) as progress:
-            reports = run_pipeline(spec, engine, root, run_id, progress, resume=resume)
+            reports = run_pipeline(spec, engine, root, run_id, progress, resume=resume,
+                                   queue=queue)
     except ConfigError as exc:
         _fail(f"Configuration error: {exc}", 2)
     except SeqlineError as exc:
@@ -169,7 +172,7 @@ def _progress(spec):
 def _print_reports(reports: list[StageReport], seconds: float) -> None:
     table = Table(title=f"stages ({seconds:.1f} s)")
     for column in ("stage", "component", "in", "out", "filtered", "exploded",
-                   "dead-lettered", "seq", "s", "records/s"):
+                   "dead-lettered", "seq", "s", "records/s", "waited in", "waited out"):
         table.add_column(column, justify="left" if column in ("stage", "component") else "right")
     for r in reports:
         c = r.counts
@@ -177,7 +180,8 @@ def _print_reports(reports: list[StageReport], seconds: float) -> None:
         seq = f"{r.seq_min}..{r.seq_max}" if r.seq_min is not None else "-"
         table.add_row(r.stage, r.component, f"{c.records_in:,}", f"{c.records_out:,}",
                       f"{c.filtered:,}", f"{c.exploded:,}", f"{c.dead_lettered:,}", seq,
-                      f"{r.seconds:.2f}", rate)
+                      f"{r.seconds:.2f}", rate, f"{r.waited_input:.2f}",
+                      f"{r.waited_output:.2f}")
     out.print(table)
 
 

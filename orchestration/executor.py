@@ -9,19 +9,22 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from seqline.components import COMPONENTS
-from seqline.components.tfrecords import read_artifact, schema_to_text
+from seqline.components.tfrecords import schema_from_text, schema_to_text
+from seqline.orchestration.line import AssemblyLine, Belt
 from seqline.orchestration.runners import Runner
 from seqline.pipeline.artifacts import MANIFEST, StageArtifact, read_manifest, run_dir
 from seqline.pipeline.audit import SeqDigest
 from seqline.pipeline.blocks import Block, recut, seq_of
 from seqline.pipeline.deadletters import DeadLetterFile
 from seqline.pipeline.errors import ConfigError, StageError
+from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.specs import PipelineSpec, StageContext, StageSpec
 from seqline.pipeline.stage import BlockResult, Counts
 
@@ -32,7 +35,7 @@ Progress = Callable[[str, Counts], None]
 
 @dataclass
 class StageReport:
-    """What one stage did: its counts, time and where its artifact is."""
+    """What one stage did: its counts, time, waits and where its artifact is."""
 
     stage: str
     component: str
@@ -45,57 +48,76 @@ class StageReport:
     path: Path | None = None
     max_in_flight: int = 0
     source: str | None = None  # the stage it read
+    # Backpressure: seconds the stage waited for its input, and for room to pass its output on.
+    waited_input: float = 0.0
+    waited_output: float = 0.0
+    started: float | None = None  # wall-clock times (Unix seconds): how the stages overlapped
+    finished: float | None = None
 
 
 def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
-                 progress: Progress | None = None, *, resume: bool = False) -> list[StageReport]:
-    """Run every stage of `spec` with `runner`; return one report per stage.
+                 progress: Progress | None = None, *, resume: bool = False,
+                 queue: int = 4) -> list[StageReport]:
+    """Run every stage of `spec` with `runner` as an assembly line; one report per stage.
 
-    Stages are chained generators: a map stage pulls blocks from the stage before it as its
-    window frees up, so ingest reads only as far ahead as the runner's window. A stage whose
-    `inputs` names an earlier, non-adjacent stage reads that stage's stored records once
-    every stage before it has committed; driver stages (batching, train, evaluate) run once
-    their input has committed. With `resume`, stages the run already committed are kept and
-    the run goes on from the first one it did not finish.
+    Each stage runs on a thread of its own. A stage passes its blocks to the next one over a
+    belt of `queue` blocks; the runner's window bounds the blocks in flight inside a stage, so
+    memory is bounded by (window + queue) blocks per stage, whatever the input size. A stage
+    that reads an earlier, non-adjacent stage, and the trainer, follow that stage's shards as
+    they are written. Batching and train run alongside the stages before them; other driver
+    stages (evaluate) start once every stage before them has committed. With `resume`,
+    stages the run already committed are kept and the run goes on from the first one it did
+    not finish.
 
     Raises:
         ConfigError: the run id is taken (or, resuming, unknown), or the pipeline's shape is
             not supported.
-        StageError: a stage failed; no artifact of an unfinished stage is committed.
+        StageError: a stage failed (the first failure; stages after it are stopped); no
+            artifact of an unfinished stage is committed.
     """
     folder = _open_run(run_dir(root, run_id), run_id, resume)
     record = {"run_id": run_id, "pipeline": spec.name, "runner": runner.name,
-              "workers": runner.workers, "window": runner.window, "started_at": _now()}
+              "workers": runner.workers, "window": runner.window, "queue": queue,
+              "started_at": _now()}
     _write_run(folder, {**record, "status": "running"})
+    line = AssemblyLine()
     reports: list[StageReport] = []
     artifacts: dict[str, StageArtifact] = {}
+    belts: dict[str, Belt] = {}  # a stage's output, when the next stage takes it as it comes
     try:
-        stream: Iterator[Block] | None = None
-        previous: str | None = None
-        for stage in spec.stages:
+        for i, stage in enumerate(spec.stages):
+            previous = spec.stages[i - 1].name if i else None
             source = stage.inputs[0] if stage.inputs else previous
+            component = COMPONENTS[stage.component]
             report = StageReport(stage.name, stage.component, source=source)
             reports.append(report)
             if resume and (folder / stage.name / MANIFEST).exists():
-                _drain(stream)
-                stream, previous = None, stage.name
-                _reuse(report, folder / stage.name)
+                _reuse(report, folder / stage.name, line)
                 continue
             artifact = artifacts[stage.name] = StageArtifact(root, run_id, stage.name)
-            if COMPONENTS[stage.component].kind == "driver":
-                _drain(stream)
-                stream = None
-                context = StageContext(folder, artifact.path, source, spec.base_dir, spec.name)
-                _run_driver(stage, context, artifact, report, runner, progress)
+            feed = ShardFeed(stage.name, artifact.path, component.params_with_defaults(
+                stage).get("compression", "gzip")) if component.writes_records else None
+            line.add_stage(stage.name, feed)
+            inputs = None
+            if source is not None and (component.kind != "driver" or _takes_blocks(stage)):
+                inputs = belts.pop(source, None) or line.blocks_of(source, stage.name)
+            output = None
+            if _taken_as_it_comes(spec, i):
+                output = belts[stage.name] = Belt(queue, line.stop)
+            if component.kind == "driver":
+                context = StageContext(folder, artifact.path, source, spec.base_dir, spec.name,
+                                       blocks=inputs, announce=line.announce(stage.name),
+                                       line=line if component.live else None)
+                earlier = [s.name for s in spec.stages[:i]]
+                work = partial(_run_driver, stage, context, artifact, report, runner, progress,
+                               line, earlier)
             else:
-                if source is not None and (stream is None or source != previous):
-                    _drain(stream)  # every stage so far finishes and commits first
-                    stream = _read_records(folder / source)
-                produced = _produce(stage, spec.base_dir, runner, stream, artifact.path)
-                stream = _track(stage, produced, artifact, report, runner, progress)
-            previous = stage.name
-        _drain(stream)
+                work = partial(_run_data_stage, stage, spec.base_dir, runner, inputs, output,
+                               feed, artifact, report, progress, line)
+            line.start(stage.name, work)
+        line.join([s.name for s in spec.stages])
     except BaseException as exc:
+        line.stop.set()
         for report in reports:
             if report.status not in ("succeeded", "reused"):
                 report.status = "failed"
@@ -107,6 +129,21 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
     _write_run(folder, {**record, "status": "succeeded", "finished_at": _now(),
                         "stages": [r.stage for r in reports]})
     return reports
+
+
+def _takes_blocks(stage: StageSpec) -> bool:
+    """A driver that consumes its input's records as they stream past (batching)."""
+    return stage.component == "batching"
+
+
+def _taken_as_it_comes(spec: PipelineSpec, i: int) -> bool:
+    """Whether stage i's blocks go straight to the next stage (it reads them and needs them)."""
+    if i + 1 >= len(spec.stages) or COMPONENTS[spec.stages[i].component].kind == "driver":
+        return False
+    after = spec.stages[i + 1]
+    reads = after.inputs[0] if after.inputs else spec.stages[i].name
+    return reads == spec.stages[i].name and (
+        COMPONENTS[after.component].kind == "map" or _takes_blocks(after))
 
 
 def _open_run(folder: Path, run_id: str, resume: bool) -> Path:
@@ -123,46 +160,65 @@ def _open_run(folder: Path, run_id: str, resume: bool) -> Path:
     return folder
 
 
-def _reuse(report: StageReport, stage_dir: Path) -> None:
+def _reuse(report: StageReport, stage_dir: Path, line: AssemblyLine) -> None:
     """A stage the resumed run already committed: its report, from its manifest."""
     m = read_manifest(stage_dir)
     report.counts = Counts(m["records_in"], m["records_out"], m["filtered"], m["exploded"],
                            m["dead_lettered"])
     report.seq_min, report.seq_max, report.seconds = m["seq_min"], m["seq_max"], m["seconds"]
     report.status, report.path = "reused", stage_dir
+    schema = m.get("schema")
+    line.add_stage(report.stage, ShardFeed.stored(stage_dir, m, schema_from_text(schema))
+                   if schema else None)
+    line.mark_committed(report.stage, stage_dir)
 
 
-def _drain(stream: Iterator[Block] | None) -> None:
-    for _ in stream or ():
-        pass
+def _run_data_stage(stage: StageSpec, base_dir: Path, runner: Runner,
+                    inputs: Iterator[Block] | None, output: Belt | None, feed: ShardFeed | None,
+                    artifact: StageArtifact, report: StageReport, progress: Progress | None,
+                    line: AssemblyLine) -> Path:
+    """One source or map stage on its thread: produce, account, pass blocks on, commit."""
+    report.started = time.time()
 
+    def waits() -> tuple[float, float]:
+        waited_in = inputs.waited_get if isinstance(inputs, Belt) \
+            else line.feed_waits.get(stage.name, 0.0)
+        return waited_in, output.waited_put if output is not None else 0.0
 
-def _read_records(stage_dir: Path) -> Iterator[Block]:
-    """A committed stage's stored records as blocks, one per shard, in seq order."""
-    manifest = read_manifest(stage_dir)
-    if manifest.get("format") != "tfrecord":
-        raise ConfigError(f"stage {stage_dir.name!r} streamed its output without storing it, "
-                          "so a later stage cannot read it now (e.g. after --resume). Start a "
-                          "new run.")
-    for index, batch in enumerate(read_artifact(stage_dir, manifest)):
-        yield Block(index, batch)
+    produced = _produce(stage, base_dir, runner, inputs, artifact.path)
+    for block in _track(stage, produced, artifact, report, runner, progress, feed, waits):
+        if output is not None:
+            output.put(block)
+    if output is not None:
+        output.close()
+    return report.path
 
 
 def _run_driver(stage: StageSpec, context: StageContext, artifact: StageArtifact,
-                report: StageReport, runner: Runner, progress: Progress | None) -> None:
-    """A driver stage: run it on the committed artifacts of the run, commit what it returns."""
-    start = time.perf_counter()
+                report: StageReport, runner: Runner, progress: Progress | None,
+                line: AssemblyLine, earlier: list[str]) -> Path:
+    """A driver stage: live ones start at once; others once every stage before has committed."""
+    start, report.started = time.perf_counter(), time.time()
+    if context.line is None and context.blocks is None:
+        for name in earlier:
+            line.committed(name)
+        report.waited_input = time.perf_counter() - start
     report.status = "running"
     if progress:
         progress(stage.name, report.counts)
     stored = COMPONENTS[stage.component].executor(stage, context)
     records = stored.pop("records_in", 0)
     report.counts = Counts(records_in=records, records_out=records)
+    if isinstance(context.blocks, Belt):
+        report.waited_input = context.blocks.waited_get
+    elif "input_wait_seconds" in stored:  # train: its steps' wait for batches
+        report.waited_input = stored["input_wait_seconds"]
     if progress:
         progress(stage.name, report.counts)
     report.seconds = time.perf_counter() - start
     report.status = "succeeded"
     report.path = artifact.commit(_manifest(stage, report, runner, stored))
+    return report.path
 
 
 def _produce(stage: StageSpec, base_dir: Path, runner: Runner,
@@ -175,16 +231,16 @@ def _produce(stage: StageSpec, base_dir: Path, runner: Runner,
     blocks = upstream or iter(())
     if task.input_records:
         blocks = recut((b.batch for b in blocks), task.input_records)
-    runner.max_in_flight = 0
     yield from runner.map_blocks(task, blocks)
 
 
 def _track(stage: StageSpec, produced: Iterator[BlockResult], artifact: StageArtifact,
-           report: StageReport, runner: Runner, progress: Progress | None) -> Iterator[Block]:
+           report: StageReport, runner: Runner, progress: Progress | None,
+           feed: ShardFeed | None, waits: Callable[[], tuple[float, float]]) -> Iterator[Block]:
     """Pass non-empty blocks on, renumbered densely; account for everything; commit at the end."""
     start = time.perf_counter()
     report.status = "running"
-    out = _StageOutput(stage, artifact.path)
+    out = _StageOutput(stage, artifact.path, feed)
     for result in produced:
         report.counts += result.counts
         report.blocks += 1
@@ -195,11 +251,14 @@ def _track(stage: StageSpec, produced: Iterator[BlockResult], artifact: StageArt
             yield Block(out.forwarded, result.batch)
             out.forwarded += 1
     report.seconds = time.perf_counter() - start
-    report.max_in_flight = runner.max_in_flight
+    report.max_in_flight = runner.peaks.get(stage.name, 0)
+    report.waited_input, report.waited_output = waits()
     stored = out.finish(report.counts)
     report.seq_min, report.seq_max = out.seq_min, out.seq_max
     report.status = "succeeded"
     report.path = artifact.commit(_manifest(stage, report, runner, stored))
+    if feed is not None:
+        feed.close(report.path)
 
 
 class _StageOutput:
@@ -209,8 +268,8 @@ class _StageOutput:
     shard descriptions are kept in block order, which is seq order.
     """
 
-    def __init__(self, stage: StageSpec, folder: Path) -> None:
-        self.stage = stage
+    def __init__(self, stage: StageSpec, folder: Path, feed: ShardFeed | None) -> None:
+        self.stage, self.feed = stage, feed
         self.component = COMPONENTS[stage.component]
         self.digest = SeqDigest()
         self.dead = DeadLetterFile(folder)
@@ -234,6 +293,8 @@ class _StageOutput:
         if result.shard is not None:
             self._check_schema(result, batch.schema)
             self.shards.append(result.shard)
+            if self.feed is not None:  # readers following the stage may read it now
+                self.feed.add(result.shard, batch.schema)
 
     def _check_schema(self, result: BlockResult, schema: pa.Schema) -> None:
         if self.schema is None:
@@ -283,6 +344,9 @@ def _manifest(stage: StageSpec, report: StageReport, runner: Runner,
         "input": report.source,
         "errors": asdict(stage.errors) if stage.errors else None,
         "seconds": round(report.seconds, 4),
+        "waited": {"input": round(report.waited_input, 4),
+                   "output": round(report.waited_output, 4)},
+        "timeline": {"started": report.started, "finished": time.time()},
         "params": dict(stage.params),
         "runner": {"name": runner.name, "workers": runner.workers, "window": runner.window},
         "committed_at": _now(),

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+from seqline.pipeline.blocks import Block
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.feed import ShardFeed
 
-__all__ = ["REQUIRED", "ComponentSpec", "PipelineSpec", "StageContext", "StageSpec",
+__all__ = ["REQUIRED", "ComponentSpec", "Line", "PipelineSpec", "StageContext", "StageSpec",
            "did_you_mean"]
 
 REQUIRED = object()
@@ -46,12 +48,32 @@ class PipelineSpec:
         return next(s for s in self.stages if s.name == name)
 
 
+class Line(Protocol):
+    """The running stages of an assembly line, as a driver stage may consult them."""
+
+    def feed(self, stage: str) -> ShardFeed:
+        """Stage `stage`'s stored records, growing while it runs (see ShardFeed)."""
+
+    def announced(self, stage: str) -> Any:
+        """What `stage` announced before finishing (batching: its plan); waits for it.
+
+        None if the stage finished without announcing (e.g. it was committed by an earlier
+        attempt of a resumed run): read its manifest instead.
+        """
+
+    def committed(self, stage: str) -> Path:
+        """Wait until `stage` has committed; its folder. Raises if it failed."""
+
+
 @dataclass(frozen=True)
 class StageContext:
     """Where a driver stage (batching, train, evaluate) runs: its run, inputs and output folder.
 
-    Driver stages run in the driver process once their input stage has committed; they read
-    committed artifacts of the run and write into `out_dir`, renamed into place on commit.
+    Driver stages run in the driver process and write into `out_dir`, renamed into place on
+    commit. Alone (`line` None) they read committed artifacts of the run. In an assembly line
+    they may start before their input is complete: batching consumes its input's `blocks` as
+    they stream past and `announce`s its plan; train follows the plan's records as they are
+    stored, through `line`.
     """
 
     run: Path  # <root>/runs/<run_id>
@@ -59,6 +81,9 @@ class StageContext:
     source: str  # the stage read: `inputs:` or the stage before
     base_dir: Path  # the pipeline file's folder, where user modules are imported from
     pipeline: str
+    blocks: Iterator[Block] | None = None
+    announce: Callable[[Any], None] | None = None
+    line: Line | None = None
 
     @property
     def root(self) -> Path:
@@ -86,6 +111,9 @@ class ComponentSpec:
     executor: Callable[..., Any] | None = None
     doc: str = ""
     writes_records: bool = False  # its artifact holds its output records (TFRecord shards)
+    # A driver that runs alongside the stages before it (batching, train) rather than after
+    # they have all committed; it gets `StageContext.blocks` / `.line` to do so.
+    live: bool = False
 
     def params_with_defaults(self, stage: StageSpec) -> dict[str, Any]:
         """The stage's parameters, checked for unknown or missing names, with defaults filled."""

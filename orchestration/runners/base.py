@@ -28,7 +28,8 @@ class Runner(ABC):
         self.window = window or 4 * workers
         if self.window < 1:
             raise ConfigError(f"--window must be at least 1, got {self.window}.")
-        self.max_in_flight = 0
+        self.max_in_flight = 0  # over all stages; per stage in `peaks`
+        self.peaks: dict[str, int] = {}  # stages run concurrently in a line, so keyed by stage
 
     @abstractmethod
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
@@ -82,6 +83,7 @@ def run_windowed(engine: Engine, task: MapTask, blocks: Iterable[Block], runner:
                     break
                 pending[engine.submit(task, block)] = buffer.admit()
                 runner.max_in_flight = max(runner.max_in_flight, buffer.in_flight)
+                runner.peaks[task.stage] = max(runner.peaks.get(task.stage, 0), buffer.in_flight)
             if not pending:
                 return
             for handle, result in engine.wait(list(pending)):

@@ -81,6 +81,7 @@ class BeamRunner(Runner):
         work = Path(tempfile.mkdtemp(prefix=f"seqline-beam-{task.stage}-", dir=self.temp_dir))
         try:
             paths = self._spill(blocks, work / "in")
+            self.peaks[task.stage] = min(len(paths), self._parallelism)
             out_dir = work / "out"
             out_dir.mkdir()
             self._run_pipeline(task, paths, str(out_dir))

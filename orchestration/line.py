@@ -1,0 +1,175 @@
+"""The assembly line: every stage on a thread of its own, joined by bounded queues.
+
+A stage's output goes onto a `Belt` of a few blocks; when the next stage falls behind the belt
+fills and the stage waits (backpressure), and when the stage before is slow the next one
+waits on an empty belt. Both waits are timed, per stage, so a run shows where its time went.
+Stages that read stored records (the trainer, a stage naming an earlier stage in `inputs:`)
+follow that stage's `ShardFeed` instead, reading each shard once it is written.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from seqline.components.tfrecords import read_feed
+from seqline.pipeline.blocks import Block
+from seqline.pipeline.errors import ConfigError, StageError
+from seqline.pipeline.feed import ShardFeed
+
+__all__ = ["AssemblyLine", "Belt", "Stopped"]
+
+_END = object()
+_POLL = 0.05  # seconds between checks for a stopped line while waiting on a belt
+
+
+class Stopped(Exception):
+    """Another stage failed and the line is stopping; this stage ends without an error."""
+
+
+class Belt:
+    """A bounded queue of blocks from one stage to the next, timing the waits at both ends."""
+
+    def __init__(self, capacity: int, stop: threading.Event) -> None:
+        if capacity < 1:
+            raise ConfigError(f"--queue must be at least 1 block, got {capacity}.")
+        self._queue: queue.Queue = queue.Queue(capacity)
+        self._stop = stop
+        self.waited_put = 0.0  # the producer, blocked on a full belt
+        self.waited_get = 0.0  # the consumer, blocked on an empty belt
+
+    def put(self, item: Any) -> None:
+        start = time.perf_counter()
+        while True:
+            try:
+                self._queue.put(item, timeout=_POLL)
+                break
+            except queue.Full:
+                if self._stop.is_set():
+                    raise Stopped from None
+        self.waited_put += time.perf_counter() - start
+
+    def close(self) -> None:
+        self.put(_END)
+
+    def __iter__(self) -> Iterator[Block]:
+        while True:
+            start = time.perf_counter()
+            while True:
+                try:
+                    item = self._queue.get(timeout=_POLL)
+                    break
+                except queue.Empty:
+                    if self._stop.is_set():
+                        raise Stopped from None
+            self.waited_get += time.perf_counter() - start
+            if item is _END:
+                return
+            yield item
+
+
+class AssemblyLine:
+    """The run's stage threads and what they tell each other: feeds, plans and commits.
+
+    Implements `seqline.pipeline.specs.Line` for the driver stages.
+    """
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self._threads: dict[str, threading.Thread] = {}
+        self._errors: list[tuple[str, BaseException]] = []
+        self._feeds: dict[str, ShardFeed] = {}
+        self._announced: dict[str, Future] = {}
+        self._committed: dict[str, Future] = {}
+        self.feed_waits: dict[str, float] = {}
+
+    def add_stage(self, stage: str, feed: ShardFeed | None = None) -> None:
+        self._announced[stage], self._committed[stage] = Future(), Future()
+        if feed is not None:
+            self._feeds[stage] = feed
+
+    def start(self, stage: str, work: Callable[[], Path]) -> None:
+        """Run `work` (which commits the stage and returns its folder) on a thread."""
+        thread = threading.Thread(target=self._run, args=(stage, work), daemon=True,
+                                  name=f"seqline-{stage}")
+        self._threads[stage] = thread
+        thread.start()
+
+    def _run(self, stage: str, work: Callable[[], Path]) -> None:
+        try:
+            self.mark_committed(stage, work())
+        except Stopped:
+            self._abort(stage, Stopped(f"stage {stage!r} stopped"))
+        except BaseException as exc:  # every failure reaches join(), on the caller's thread
+            self._errors.append((stage, exc))
+            self.stop.set()
+            self._abort(stage, exc)
+            for other in self._feeds.values():  # wake readers blocked on any feed
+                other.fail(Stopped("the run is stopping"))
+
+    def _abort(self, stage: str, exc: BaseException) -> None:
+        if stage in self._feeds:
+            self._feeds[stage].fail(exc)
+        for futures in (self._announced, self._committed):
+            if not futures[stage].done():
+                futures[stage].set_exception(exc)
+
+    def mark_committed(self, stage: str, folder: Path) -> None:
+        if not self._announced[stage].done():
+            self._announced[stage].set_result(None)
+        self._committed[stage].set_result(folder)
+
+    def announce(self, stage: str) -> Callable[[Any], None]:
+        return self._announced[stage].set_result
+
+    def announced(self, stage: str) -> Any:
+        return self._announced[stage].result()
+
+    def committed(self, stage: str) -> Path:
+        return self._committed[stage].result()
+
+    def feed(self, stage: str) -> ShardFeed:
+        if stage not in self._feeds:
+            raise ConfigError(f"stage {stage!r} does not store records, so no later stage can "
+                              "read them; read a tfrecord_write or preprocess stage.")
+        return self._feeds[stage]
+
+    def blocks_of(self, stage: str, reader: str) -> Iterator[Block]:
+        """Stage `stage`'s stored records as blocks, one per shard, as they are written.
+
+        The time spent waiting for shards not written yet is added to `feed_waits[reader]`.
+        """
+        def waited(seconds: float) -> None:
+            self.feed_waits[reader] = self.feed_waits.get(reader, 0.0) + seconds
+
+        for index, batch in enumerate(read_feed(self.feed(stage), on_wait=waited)):
+            yield Block(index, batch)
+
+    def join(self, order: list[str]) -> None:
+        """Wait for every stage; raise the first failure (the cause; later ones follow it).
+
+        Ctrl-C stops the line: the stages end at their next block and the run fails.
+        """
+        try:
+            for stage in order:
+                thread = self._threads.get(stage)
+                while thread is not None and thread.is_alive():
+                    thread.join(timeout=0.2)
+        except KeyboardInterrupt:
+            self.stop.set()
+            for feed in self._feeds.values():
+                feed.fail(Stopped("interrupted"))
+            for thread in self._threads.values():
+                thread.join(timeout=10)
+            raise
+        if self._errors:
+            stage, error = self._errors[0]
+            if isinstance(error, StageError | ConfigError):
+                raise error
+            raise StageError(f"stage {stage!r} failed: {type(error).__name__}: {error}",
+                             stage=stage) from error

@@ -1,0 +1,91 @@
+"""A stage's stored shards as they are written, so a later stage can read them while it runs.
+
+This is how the trainer's first epoch overlaps ingest and preprocessing: the stage that stores
+records adds each shard here the moment a worker has written it (shards arrive in seq order),
+and a reader follows the feed, reading shard k as soon as it exists instead of waiting for
+the stage to commit. A committed stage's feed is simply complete from the start.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from seqline.pipeline.errors import StageError
+
+__all__ = ["ShardFeed"]
+
+
+class ShardFeed:
+    """The ordered shard descriptions of one stage's records, growing until the stage ends."""
+
+    def __init__(self, stage: str, folder: Path, compression: str = "gzip") -> None:
+        self.stage = stage
+        self.compression = compression
+        self._folder = Path(folder)
+        self._shards: list[dict[str, Any]] = []
+        self._schema: pa.Schema | None = None
+        self._done = False
+        self._error: BaseException | None = None
+        self._changed = threading.Condition()
+
+    @classmethod
+    def stored(cls, stage_dir: Path, manifest: dict[str, Any], schema: pa.Schema) -> ShardFeed:
+        """The feed of a committed stage: every shard known, nothing more to come."""
+        feed = cls(Path(stage_dir).name, stage_dir, manifest["compression"])
+        feed._shards, feed._schema, feed._done = list(manifest["shards"]), schema, True
+        return feed
+
+    def add(self, shard: dict[str, Any], schema: pa.Schema) -> None:
+        with self._changed:
+            self._shards.append(shard)
+            self._schema = self._schema or schema
+            self._changed.notify_all()
+
+    def close(self, folder: Path) -> None:
+        """The stage committed: no more shards; they now live in `folder`."""
+        with self._changed:
+            self._folder, self._done = Path(folder), True
+            self._changed.notify_all()
+
+    def fail(self, error: BaseException) -> None:
+        """The stage failed (or the run stopped): readers waiting on the feed raise."""
+        with self._changed:
+            self._error = self._error or error
+            self._changed.notify_all()
+
+    def wait(self, known: int) -> tuple[list[dict[str, Any]], bool]:
+        """Block until there are more than `known` shards or the feed is done.
+
+        Returns the shards so far and whether they are all there will be.
+
+        Raises:
+            StageError: the stage writing the feed failed.
+        """
+        with self._changed:
+            self._changed.wait_for(
+                lambda: len(self._shards) > known or self._done or self._error is not None)
+            self._raise_if_failed()
+            return list(self._shards), self._done
+
+    def schema(self) -> pa.Schema | None:
+        """The records' schema once the first shard exists (waits for it); None if empty."""
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._schema is not None or self._done or self._error is not None)
+            self._raise_if_failed()
+            return self._schema
+
+    def path(self, shard: dict[str, Any]) -> Path:
+        """Where a shard is now: the stage's temporary folder until it commits, then its own."""
+        with self._changed:
+            return self._folder / shard["path"]
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise StageError(f"stage {self.stage!r} stopped before storing all its records: "
+                             f"{type(self._error).__name__}: {self._error}",
+                             stage=self.stage) from self._error
