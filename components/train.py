@@ -63,7 +63,8 @@ class EpochAudit:
         seconds = time.perf_counter() - self.started
         waited = sum(max(0.0, h - a) for h, a in zip(self.handed, self.asked, strict=False))
         self.epochs.append({
-            "epoch": epoch, "started": self.wall_start, "seq_digest": self.digest.hexdigest(), "examples": self.digest.count,
+            "epoch": epoch, "started": self.wall_start, "seq_digest": self.digest.hexdigest(),
+            "examples": self.digest.count,
             "batches": self.batches, "seconds": round(seconds, 4),
             "input_seconds": round(self.input_seconds, 4),
             "input_wait_seconds": round(waited, 4),
