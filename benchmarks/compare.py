@@ -43,7 +43,6 @@ EXAMPLE = REPO / "data" / "seattle_weather"
 PEERS = [sys.executable, str(BENCHMARKS / "compare_peers.py")]
 SEQLINE = [sys.executable, "-m", "seqline.orchestration.cli"]
 NAMES = np.array(["alpha", "beta", "gamma", "delta", "epsilon"])
-PENDING = "pending: the assembly line (stages overlapping) is not built yet"
 
 
 # ---------------------------------------------------------------------------- formatting
@@ -117,13 +116,14 @@ class Bench:
             {"name": "features", "component": "preprocess",
              "params": {"fn": fn, "batch_format": "pyarrow", "compression": "gzip"}}])
 
-    def seqline(self, pipeline: Path, runner: str = "local", workers: int = 2) -> Run:
+    def seqline(self, pipeline: Path, runner: str = "local", workers: int = 2,
+                *options: str) -> Run:
         """`seqline run --no-verify`; result: the run's own seconds and each stage's."""
         self._count += 1
         run_id = f"{pipeline.stem}-{runner}-{workers}w-{self._count}"
         run = measure([*SEQLINE, "run", str(pipeline), "--runner", runner, "--root",
                        str(self.root), "--run-id", run_id, "--workers", str(workers),
-                       "--no-verify"], self.env,
+                       "--no-verify", *options], self.env,
                       f"seqline {pipeline.parent.name}/{pipeline.stem}, {runner}, "
                       f"{workers} worker(s)")
         found = re.search(r"stages \(([\d.]+) s\)", run.output)
@@ -374,9 +374,50 @@ def c6_scaling(b: Bench) -> None:
 
 
 def c7_assembly(b: Bench) -> None:
-    b.add("7", "end-to-end assembly line ÷ its slowest stage alone", PENDING, "-", None,
-          "≤ 1.2", None)
-    b.note("7", PENDING + ".")
+    """The whole line on the generated data, overlapped and one stage after another."""
+    rows = b.args.rows
+    read = {"format": "csv", "paths": [b.csv(rows).name]}
+    pipeline = b.pipeline(f"line-{rows}", [
+        {"name": "read", "component": "ingest", "params": read},
+        {"name": "examples", "component": "tfrecord_write", "params": {}},
+        {"name": "features", "component": "preprocess",
+         "params": {"fn": "features:add_features", "batch_format": "pyarrow"}},
+        {"name": "batches", "component": "batching",
+         "params": {"batch_size": 1024, "label": "ab", "features": ["a", "b", "log_c"],
+                    "eval_fraction": 0.1}},
+        {"name": "model", "component": "train",
+         "params": {"model": "tabular_regression", "epochs": 1}}])
+    units = {"read + examples": ("read", "examples"), "features": ("features",),
+             "batches": ("batches",), "model": ("model",)}
+    ratios, sums, lines, alones = [], [], [], []
+    for _ in range(b.args.repeats):
+        line = b.seqline(pipeline)
+        alone = b.seqline(pipeline, "local", 2, "--one-by-one")
+        # ingest stores nothing, so it always streams into tfrecord_write: one unit alone
+        times = {unit: max(alone.result["stages"][s]["seconds"] for s in stages)
+                 for unit, stages in units.items()}
+        slowest = max(times.values())
+        ratios.append(line.result["seconds"] / slowest)
+        sums.append(line.result["seconds"] / sum(times.values()))
+        lines.append(line.result["seconds"])
+        alones.append(times)
+    b.add("7", "end-to-end assembly line ÷ its slowest stage alone",
+          f"{statistics.median(lines):.1f} s for {rows:,} rows, 5 stages",
+          f"slowest alone {statistics.median(max(t.values()) for t in alones):.1f} s, "
+          f"sum {statistics.median(sum(t.values()) for t in alones):.1f} s",
+          ratios, "≤ 1.2", lambda r: r <= 1.2)
+    b.note("7", f"The line ingest csv → tfrecord_write → preprocess add_features → batching "
+           f"(1,024, eval 10 %) → train tabular_regression (1 epoch) on {rows:,} generated "
+           "rows, local runner, 2 workers, queue 4. The peer is the same pipeline with "
+           "`--one-by-one` (each stage starts when the one before has committed; ingest "
+           "still streams into tfrecord_write, since it stores nothing). Ratio = the line's "
+           "run seconds ÷ the slowest stage's seconds alone; line ÷ sum of the stages alone: "
+           f"{seconds_list(sums)}. Stage seconds alone per repeat: "
+           + "; ".join(", ".join(f"{u} {t:.1f}" for u, t in times.items()) for times in alones)
+           + ". On 2 cores every stage here is CPU-bound and they share the same two cores "
+           "(workers, the driver's encoding and decoding, TensorFlow), so overlapping them "
+           "cannot beat the total CPU work ÷ 2; the bound for this machine is reported "
+           "beside the target.")
 
 
 def c8_memory(b: Bench) -> None:
@@ -413,21 +454,27 @@ def _demo(b: Bench, name: str, csv_lines: int | None, epochs: int | None) -> Pat
 
 def c9_input_wait(b: Bench) -> None:
     pipeline = _demo(b, "demo", None, 1 if b.args.smoke else None)
-    shares, walls = [], []
+    shares, steady, walls = [], [], []
     for _ in range(b.args.repeats):
         run = b.seqline(pipeline)
         epochs = run.result["stages"]["model"]["epochs"]
-        shares.append(100 * sum(e["input_seconds"] for e in epochs)
+        shares.append(100 * sum(e["input_wait_seconds"] for e in epochs)
                       / sum(e["seconds"] for e in epochs))
+        later = epochs[1:] or epochs
+        steady.append(100 * sum(e["input_wait_seconds"] for e in later)
+                      / sum(e["seconds"] for e in later))
         walls.append(run.wall)
-    b.add("9", "training time waiting for input, the demo (upper bound)",
-          f"{statistics.median(shares):.1f} % of epoch time", "-", shares, "< 5 %",
-          lambda r: r < 5, digits=1)
+    b.add("9", "training steps' time waiting for input, the demo",
+          f"{statistics.median(shares):.1f} % of epoch time (epochs after the first: "
+          f"{statistics.median(steady):.1f} %)", "-", shares, "< 5 %", lambda r: r < 5,
+          digits=1)
     b.note("9", f"The demo (data/seattle_weather/pipeline.yaml, {len(epochs)} epoch(s)) on "
-           "the local runner; the figure is the train manifest's Σ input_seconds ÷ Σ seconds "
-           "over epochs, in %: the time the input pipeline spent producing batches, an upper "
-           "bound on the time training waited for them (prefetch(2) overlaps it). Process "
-           f"wall s: {seconds_list(walls)}.")
+           "the local runner as an assembly line. A step waits when its batch is handed to "
+           "tf.data after the step asked for it (Keras's on_train_batch_begin); the figure "
+           "is Σ of those waits ÷ Σ epoch seconds, in %. The first epoch runs on the stream: "
+           "its wait includes the data stages still producing, and the first step's graph "
+           "tracing. Epochs after the first, per repeat: "
+           f"{seconds_list(steady)} %. Process wall s: {seconds_list(walls)}.")
 
 
 def c10_cold_start(b: Bench) -> None:

@@ -48,7 +48,7 @@ def manifest(run_dir: Path, stage: str) -> dict:
 
 def runner_table(folder: Path, root: Path, runners: list[str], epochs: int | None) -> None:
     print("| runner | wall s (process) | " + " | ".join(STAGES) + " | train steps/s | "
-          "input share of epoch time | eval MAE |")
+          "input wait, % of epoch time | eval MAE |")
     print("|---" * (len(STAGES) + 5) + "|")
     pipeline = variant(folder, "ordered", None, 0, epochs)
     for runner in runners:
@@ -57,7 +57,7 @@ def runner_table(folder: Path, root: Path, runners: list[str], epochs: int | Non
         model = manifest(run_dir, "model")
         steps = sum(len(e["batches"]) for e in model["epochs"])
         epoch_s = sum(e["seconds"] for e in model["epochs"])
-        input_s = sum(e["input_seconds"] for e in model["epochs"])
+        input_s = sum(e["input_wait_seconds"] for e in model["epochs"])
         mae = manifest(run_dir, "evaluation")["metrics"]["mae"]
         print(f"| {runner} | {wall:.1f} | " + " | ".join(f"{s:.2f}" for s in seconds)
               + f" | {steps / epoch_s:.0f} | {input_s / epoch_s:.1%} | {mae:.3f} |")

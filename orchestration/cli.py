@@ -59,6 +59,10 @@ def run(
         min=1, help="Max blocks in flight per stage; default 4 x workers.")] = None,
     queue: Annotated[int, typer.Option(
         min=1, help="Blocks waiting between two stages (the assembly line's belts).")] = 4,
+    overlap: Annotated[bool, typer.Option(
+        "--overlap/--one-by-one", help="Run the stages as an assembly line (default), or "
+                                       "each after the one before has finished (to see each "
+                                       "stage's time alone).")] = True,
     ray_address: Annotated[str | None, typer.Option(
         help="Join this Ray cluster instead of starting Ray locally.")] = None,
     beam_mode: Annotated[str, typer.Option(
@@ -85,7 +89,7 @@ def run(
         start = time.perf_counter()
         with make_runner(runner.value, **options) as engine, _progress(spec) as progress:
             reports = run_pipeline(spec, engine, root, run_id, progress, resume=resume,
-                                   queue=queue)
+                                   queue=queue, overlap=overlap)
     except ConfigError as exc:
         _fail(f"Configuration error: {exc}", 2)
     except SeqlineError as exc:

@@ -57,7 +57,7 @@ class StageReport:
 
 def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
                  progress: Progress | None = None, *, resume: bool = False,
-                 queue: int = 4) -> list[StageReport]:
+                 queue: int = 4, overlap: bool = True) -> list[StageReport]:
     """Run every stage of `spec` with `runner` as an assembly line; one report per stage.
 
     Each stage runs on a thread of its own. A stage passes its blocks to the next one over a
@@ -65,7 +65,10 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
     memory is bounded by (window + queue) blocks per stage, whatever the input size. A stage
     that reads an earlier, non-adjacent stage, and the trainer, follow that stage's shards as
     they are written. Batching and train run alongside the stages before them; other driver
-    stages (evaluate) start once every stage before them has committed. With `resume`,
+    stages (evaluate) start once every stage before them has committed. Without `overlap`,
+    every stage waits for the one before it to commit (ingest still streams into the stage
+    after it, since it stores nothing): each stage's time is then its time alone, which is
+    what the assembly line is measured against (benchmarks/compare.py #7). With `resume`,
     stages the run already committed are kept and the run goes on from the first one it did
     not finish.
 
@@ -102,8 +105,9 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
             if source is not None and (component.kind != "driver" or _takes_blocks(stage)):
                 inputs = belts.pop(source, None) or line.blocks_of(source, stage.name)
             output = None
-            if _taken_as_it_comes(spec, i):
+            if _taken_as_it_comes(spec, i) and (overlap or component.kind == "source"):
                 output = belts[stage.name] = Belt(queue, line.stop)
+            after = None if overlap or isinstance(inputs, Belt) or not previous else previous
             if component.kind == "driver":
                 context = StageContext(folder, artifact.path, source, spec.base_dir, spec.name,
                                        blocks=inputs, announce=line.announce(stage.name),
@@ -114,7 +118,7 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
             else:
                 work = partial(_run_data_stage, stage, spec.base_dir, runner, inputs, output,
                                feed, artifact, report, progress, line)
-            line.start(stage.name, work)
+            line.start(stage.name, work, after=after)
         line.join([s.name for s in spec.stages])
     except BaseException as exc:
         line.stop.set()

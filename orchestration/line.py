@@ -93,15 +93,18 @@ class AssemblyLine:
         if feed is not None:
             self._feeds[stage] = feed
 
-    def start(self, stage: str, work: Callable[[], Path]) -> None:
-        """Run `work` (which commits the stage and returns its folder) on a thread."""
-        thread = threading.Thread(target=self._run, args=(stage, work), daemon=True,
+    def start(self, stage: str, work: Callable[[], Path], after: str | None = None) -> None:
+        """Run `work` (which commits the stage and returns its folder) on a thread; `after`:
+        once that stage has committed."""
+        thread = threading.Thread(target=self._run, args=(stage, work, after), daemon=True,
                                   name=f"seqline-{stage}")
         self._threads[stage] = thread
         thread.start()
 
-    def _run(self, stage: str, work: Callable[[], Path]) -> None:
+    def _run(self, stage: str, work: Callable[[], Path], after: str | None) -> None:
         try:
+            if after is not None:
+                self.committed(after)
             self.mark_committed(stage, work())
         except Stopped:
             self._abort(stage, Stopped(f"stage {stage!r} stopped"))
