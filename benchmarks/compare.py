@@ -416,8 +416,8 @@ def c7_assembly(b: Bench) -> None:
            + "; ".join(", ".join(f"{u} {t:.1f}" for u, t in times.items()) for times in alones)
            + ". On 2 cores every stage here is CPU-bound and they share the same two cores "
            "(workers, the driver's encoding and decoding, TensorFlow), so overlapping them "
-           "cannot beat the total CPU work ÷ 2; the bound for this machine is reported "
-           "beside the target.")
+           "cannot beat the total CPU work ÷ 2: the line ÷ sum column is the one overlap "
+           "moves on this machine.")
 
 
 def c8_memory(b: Bench) -> None:

@@ -222,7 +222,6 @@ def stream_batches(plan: Plan, feed: ShardFeed, split: str) -> Iterator[tuple[np
     whole artifact. The batches are the same as `Batches.batches(split)` (tested).
     """
     cutter = Cutter(plan, split)
-    schema = feed.schema()
     shards: list[dict[str, Any]] = []
     done, read, total = False, 0, 0
     while True:
@@ -236,10 +235,8 @@ def stream_batches(plan: Plan, feed: ShardFeed, split: str) -> Iterator[tuple[np
             yield from cutter.cut(total, done)
             yield from cutter.finish()
             return
-        shards, done = feed.wait(len(shards) if read == len(shards) or not done else 0)
+        shards, done = feed.wait(len(shards))  # the rows held need more records to decide
         total = sum(s["records"] for s in shards)
-        if schema is None:
-            return
 
 
 def run_stage(stage: StageSpec, ctx: StageContext) -> dict[str, Any]:

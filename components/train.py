@@ -41,7 +41,7 @@ class EpochAudit:
 
     def _reset(self) -> None:
         self.digest, self.batches, self.input_seconds = SeqDigest(), [], 0.0
-        self.handed, self.asked = [], []
+        self.handed, self.asked, self.pulled = [], [], None
 
     def begin(self, epoch: int) -> None:
         self.epoch = epoch
@@ -61,7 +61,12 @@ class EpochAudit:
 
     def end(self, epoch: int, logs: dict[str, float]) -> None:
         seconds = time.perf_counter() - self.started
-        waited = sum(max(0.0, h - a) for h, a in zip(self.handed, self.asked, strict=False))
+        asked = list(self.asked)
+        if asked and self.pulled:
+            # The first step asks for data only after Keras has traced it (seconds, in the
+            # first epoch); the input pipeline is first pulled then, not at the step's start.
+            asked[0] = max(asked[0], self.pulled)
+        waited = sum(max(0.0, h - a) for h, a in zip(self.handed, asked, strict=False))
         self.epochs.append({
             "epoch": epoch, "started": self.wall_start, "seq_digest": self.digest.hexdigest(),
             "examples": self.digest.count,
@@ -261,6 +266,8 @@ def _dataset(plan: Plan, data: _Data, split: str, spec: ModelSpec,
         # busy CPU is what made training steps wait for input (13 % of the demo's step time
         # before, under 1 % after).
         epoch = audit.epoch if audit else 0
+        if audit:
+            audit.pulled = time.perf_counter()
         chunk: list[tuple[np.ndarray, ...]] = []
         last = time.perf_counter()
         for batch in data.batches(split, epoch):
