@@ -471,9 +471,11 @@ def c9_input_wait(b: Bench) -> None:
     b.note("9", f"The demo (data/seattle_weather/pipeline.yaml, {len(epochs)} epoch(s)) on "
            "the local runner as an assembly line. A step waits when its batch is handed to "
            "tf.data after the step asked for it (Keras's on_train_batch_begin); the figure "
-           "is Σ of those waits ÷ Σ epoch seconds, in %. The first epoch runs on the stream: "
-           "its wait includes the data stages still producing, and the first step's graph "
-           "tracing. Epochs after the first, per repeat: "
+           "is Σ of those waits ÷ Σ epoch seconds, in %; a step asks when it starts, or, for "
+           "an epoch's first step, when it first pulls the input pipeline (in the first epoch "
+           "Keras traces the step for seconds before that). The first epoch runs on the "
+           "stream: its wait includes the data stages still producing. Epochs after the "
+           "first, per repeat: "
            f"{seconds_list(steady)} %. Process wall s: {seconds_list(walls)}.")
 
 
