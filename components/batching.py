@@ -213,20 +213,22 @@ def source_feed(run: Path, source: str) -> ShardFeed:
     return ShardFeed.stored(stage_dir, manifest, schema_from_text(manifest["schema"]))
 
 
-def stream_batches(plan: Plan, feed: ShardFeed, split: str) -> Iterator[tuple[np.ndarray, ...]]:
+def stream_batches(plan: Plan, feed: ShardFeed, split: str, take: bool = True
+                   ) -> Iterator[tuple[np.ndarray, ...]]:
     """(x, y, seq) batches of an unshuffled split, read from the source's stored shards.
 
     The shards are followed as they are written: a shard is read once it exists and holds
     records the split can use now, so the trainer's first epoch runs while the stages before
     it are still writing, and memory holds a shard and the rows not yet decided, never the
-    whole artifact. The batches are the same as `Batches.batches(split)` (tested).
+    whole artifact. Shards the feed still holds in memory are taken from there (`take`)
+    instead of decoded. The batches are the same as `Batches.batches(split)` (tested).
     """
     cutter = Cutter(plan, split)
     shards: list[dict[str, Any]] = []
     done, read, total = False, 0, 0
     while True:
         while read < len(shards) and cutter.fed < cutter.horizon(total, done):
-            records = read_fed_shard(feed, shards[read])
+            records = read_fed_shard(feed, shards[read], take)
             read += 1
             cutter.feed(*_arrays(plan, {n: records.column(n).to_numpy(zero_copy_only=False)
                                         for n in records.schema.names}))

@@ -467,8 +467,15 @@ def read_feed(feed: ShardFeed, prefetch: int = 2,
                 on_wait(time.perf_counter() - start)
 
 
-def read_fed_shard(feed: ShardFeed, shard: dict[str, Any]) -> pa.RecordBatch:
-    """One shard of a feed, decoded; the feed's folder may be renamed by a commit meanwhile."""
+def read_fed_shard(feed: ShardFeed, shard: dict[str, Any], take: bool = False
+                   ) -> pa.RecordBatch:
+    """One shard of a feed, decoded; the feed's folder may be renamed by a commit meanwhile.
+
+    `take`: the records the feed still holds in memory, if it does (see ShardFeed).
+    """
+    held = feed.take(shard) if take else None
+    if held is not None:
+        return held
     try:
         try:
             data = read_shard(feed.path(shard), feed.compression)

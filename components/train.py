@@ -147,6 +147,7 @@ def run_stage(stage: StageSpec, ctx: StageContext, callbacks: list | None = None
         warnings.filterwarnings("ignore", message="Your input ran out of data")
         history = _fit(model, plan, data, spec, audit, stage, ctx, out, int(p["epochs"]),
                        callbacks)
+    from_memory = data.release()
     if ctx.line:  # batching's own account must be complete before the model is
         ctx.line.committed(ctx.source)
     model.save(out / "model.keras")
@@ -156,6 +157,7 @@ def run_stage(stage: StageSpec, ctx: StageContext, callbacks: list | None = None
         "strategy": type(strategy).__name__, "replicas": replicas,
         "model": p["model"], "epochs": audit.epochs,
         "input_wait_seconds": round(sum(e["input_wait_seconds"] for e in audit.epochs), 4),
+        "shards_from_memory": from_memory,  # taken as stored, not decoded (see ShardFeed)
         "final_metrics": {k: float(v[-1]) for k, v in history.history.items()},
         "model_spec": {"features": list(spec.features), "label": spec.label,
                        "input_shape": list(spec.input_shape), "num_classes": spec.num_classes},
@@ -169,6 +171,7 @@ class _Data:
 
     batches: Callable[[str, int], Iterator[tuple[np.ndarray, ...]]]
     first: Callable[[int], tuple[np.ndarray, np.ndarray]]
+    release: Callable[[], int] = lambda: 0  # frees what the input holds; shards taken from it
 
 
 def _input(stage: StageSpec, ctx: StageContext) -> tuple[Plan, _Data]:
@@ -189,16 +192,21 @@ def _input(stage: StageSpec, ctx: StageContext) -> tuple[Plan, _Data]:
         b = load_batches(ctx.run, plan)
         return plan, _Data(b.batches, lambda k: (b.x[b.train_rows[:k]], b.y[b.train_rows[:k]]))
     feed = ctx.line.feed(plan.source) if ctx.line else source_feed(ctx.run, plan.source)
+    feed.follow()  # the first epoch takes the records from memory as they are stored
 
     def first(k: int) -> tuple[np.ndarray, np.ndarray]:
         records = replace(plan, window=None, batch_size=k, remainder="keep")
-        x, y, _ = next(stream_batches(records, feed, "train"), (None, None, None))
+        x, y, _ = next(stream_batches(records, feed, "train", take=False), (None, None, None))
         if x is None:
             raise StageError(f"{stage.where}: the train split of {plan.source!r} is empty.",
                              stage=stage.name)
         return x, y
 
-    return plan, _Data(lambda split, epoch: stream_batches(plan, feed, split), first)
+    def release() -> int:
+        feed.release()
+        return feed.taken
+
+    return plan, _Data(lambda split, epoch: stream_batches(plan, feed, split), first, release)
 
 
 def _fit(model: Any, plan: Plan, data: _Data, spec: ModelSpec, audit: EpochAudit,

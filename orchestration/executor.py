@@ -32,6 +32,11 @@ __all__ = ["StageReport", "run_pipeline"]
 
 Progress = Callable[[str, Counts], None]
 
+# What a followed stage keeps of its newest shards in memory for the trainer, so that the
+# first epoch does not decode what was just encoded (see ShardFeed): enough for the trainer's
+# lag behind the stream on large inputs, and a bound on memory.
+HOLD_BYTES = 256 * 2**20
+
 
 @dataclass
 class StageReport:
@@ -99,7 +104,8 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
                 continue
             artifact = artifacts[stage.name] = StageArtifact(root, run_id, stage.name)
             feed = ShardFeed(stage.name, artifact.path, component.params_with_defaults(
-                stage).get("compression", "gzip")) if component.writes_records else None
+                stage).get("compression", "gzip"), HOLD_BYTES) if component.writes_records \
+                else None
             line.add_stage(stage.name, feed)
             inputs = None
             if source is not None and (component.kind != "driver" or _takes_blocks(stage)):
@@ -298,7 +304,7 @@ class _StageOutput:
             self._check_schema(result, batch.schema)
             self.shards.append(result.shard)
             if self.feed is not None:  # readers following the stage may read it now
-                self.feed.add(result.shard, batch.schema)
+                self.feed.add(result.shard, batch.schema, batch)
 
     def _check_schema(self, result: BlockResult, schema: pa.Schema) -> None:
         if self.schema is None:

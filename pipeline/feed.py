@@ -4,6 +4,10 @@ This is how the trainer's first epoch overlaps ingest and preprocessing: the sta
 records adds each shard here the moment a worker has written it (shards arrive in seq order),
 and a reader follows the feed, reading shard k as soon as it exists instead of waiting for
 the stage to commit. A committed stage's feed is simply complete from the start.
+
+A reader that keeps up need not decode what was just written: once someone `follow`s the
+feed, it also keeps each new shard's records in memory (as stored, up to `hold_bytes`, the
+oldest dropped first) until a reader takes them; a reader further behind reads the file.
 """
 
 from __future__ import annotations
@@ -22,9 +26,15 @@ __all__ = ["ShardFeed"]
 class ShardFeed:
     """The ordered shard descriptions of one stage's records, growing until the stage ends."""
 
-    def __init__(self, stage: str, folder: Path, compression: str = "gzip") -> None:
+    def __init__(self, stage: str, folder: Path, compression: str = "gzip",
+                 hold_bytes: int = 0) -> None:
         self.stage = stage
         self.compression = compression
+        self.hold_bytes = hold_bytes
+        self._held: dict[str, pa.RecordBatch] = {}  # by shard path, oldest first
+        self._held_total = 0
+        self._followed = False
+        self.taken = 0  # shards a reader took from memory instead of decoding the file
         self._folder = Path(folder)
         self._shards: list[dict[str, Any]] = []
         self._schema: pa.Schema | None = None
@@ -39,11 +49,37 @@ class ShardFeed:
         feed._shards, feed._schema, feed._done = list(manifest["shards"]), schema, True
         return feed
 
-    def add(self, shard: dict[str, Any], schema: pa.Schema) -> None:
+    def add(self, shard: dict[str, Any], schema: pa.Schema,
+            records: pa.RecordBatch | None = None) -> None:
+        """A shard is written; `records`: its records as stored, kept if someone follows."""
         with self._changed:
             self._shards.append(shard)
             self._schema = self._schema or schema
+            if records is not None and self._followed and self.hold_bytes:
+                self._held[shard["path"]] = records
+                self._held_total += records.nbytes
+                while self._held_total > self.hold_bytes:
+                    self._held_total -= self._held.pop(next(iter(self._held))).nbytes
             self._changed.notify_all()
+
+    def follow(self) -> None:
+        """A reader will read the shards as they come: keep their records in memory."""
+        with self._changed:
+            self._followed = True
+
+    def take(self, shard: dict[str, Any]) -> pa.RecordBatch | None:
+        """The shard's records if still held in memory (then no longer held), else None."""
+        with self._changed:
+            records = self._held.pop(shard["path"], None)
+            if records is not None:
+                self._held_total -= records.nbytes
+                self.taken += 1
+            return records
+
+    def release(self) -> None:
+        """The reader is done with the stream: drop whatever is still held."""
+        with self._changed:
+            self._followed, self._held, self._held_total = False, {}, 0
 
     def close(self, folder: Path) -> None:
         """The stage committed: no more shards; they now live in `folder`."""

@@ -58,7 +58,9 @@ def line_runs(tmp_path_factory, request):
     (folder / "pipeline.yaml").write_text(PIPELINE)
     spec = load_pipeline(folder / "pipeline.yaml", COMPONENTS)
     runs = {}
-    for name, options in {"local": {}, "beam": {"mode": "multi_processing"}, "ray": {}}.items():
+    cases = {"local": {}, "beam": {"mode": "multi_processing"}, "ray": {}, "local-one-by-one": {}}
+    for case, options in cases.items():
+        name = case.split("-")[0]
         seen: list[tuple[str, int]] = []
         lock = threading.Lock()
 
@@ -67,8 +69,9 @@ def line_runs(tmp_path_factory, request):
                 seen.append((stage, counts.records_out))
 
         with make_runner(name, workers=WORKERS, **options) as runner:
-            reports = run_pipeline(spec, runner, folder / "root", name, progress, queue=QUEUE)
-        runs[name] = (folder / "root" / "runs" / name, reports, seen, runner.window)
+            reports = run_pipeline(spec, runner, folder / "root", case, progress, queue=QUEUE,
+                                   overlap=case != "local-one-by-one")
+        runs[case] = (folder / "root" / "runs" / case, reports, seen, runner.window)
     return runs
 
 
@@ -95,6 +98,16 @@ def test_line_gives_the_same_answer_on_every_runner(line_runs):
                 model["final_metrics"]["loss"])
 
     assert result("local") == result("beam") == result("ray")
+
+
+def test_the_line_trains_on_records_from_memory_exactly_as_from_disk(line_runs):
+    """On the line the first epoch takes the just-stored records from memory; one stage after
+    another, the trainer decodes every shard: the same batches and the same weights."""
+    line, alone = (read_manifest(line_runs[c][0] / "model")
+                   for c in ("local", "local-one-by-one"))
+    assert line["shards_from_memory"] > 0 and alone["shards_from_memory"] == 0
+    assert [e["seq_digest"] for e in line["epochs"]] == [e["seq_digest"] for e in alone["epochs"]]
+    assert line["final_metrics"] == alone["final_metrics"]
 
 
 @pytest.mark.parametrize("runner", ["local", "ray"])
