@@ -476,11 +476,12 @@ def read_fed_shard(feed: ShardFeed, shard: dict[str, Any], take: bool = False
     held = feed.take(shard) if take else None
     if held is not None:
         return held
+    path = feed.path(shard)
     try:
         try:
-            data = read_shard(feed.path(shard), feed.compression)
+            data = read_shard(path, feed.compression)
         except FileNotFoundError:  # the stage committed meanwhile: its folder was renamed
-            data = read_shard(feed.path(shard), feed.compression)
+            data = read_shard(feed.moved(shard, path), feed.compression)
         return decode(data, feed.schema())
     except (CorruptRecord, OSError) as exc:
         raise StageError(f"stored records of stage {feed.stage!r} are unreadable: {exc}. "

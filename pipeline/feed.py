@@ -120,6 +120,17 @@ class ShardFeed:
         with self._changed:
             return self._folder / shard["path"]
 
+    def moved(self, shard: dict[str, Any], stale: Path) -> Path:
+        """The shard's path once the folder it was not found in has been renamed into place.
+
+        A stage's commit renames its folder before the feed learns the new one; a reader
+        that looked in between waits for it (briefly).
+        """
+        with self._changed:
+            self._changed.wait_for(lambda: self._folder / shard["path"] != stale
+                                   or self._error is not None, timeout=60)
+            return self._folder / shard["path"]
+
     def _raise_if_failed(self) -> None:
         if self._error is not None:
             raise StageError(f"stage {self.stage!r} stopped before storing all its records: "

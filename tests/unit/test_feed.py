@@ -67,3 +67,25 @@ def test_a_failed_stage_wakes_its_readers_with_the_cause(tmp_path):
     assert "stage 'features' stopped" in str(errors[0]) and "disk full" in str(errors[0])
     with pytest.raises(StageError):
         feed.schema()
+
+
+def test_a_shard_read_while_its_stage_commits_is_found_in_the_committed_folder(tmp_path):
+    """The commit renames the folder before the feed learns the new one: a reader in that
+    gap waits for it instead of failing."""
+    import time
+
+    from seqline.components.tfrecords import ShardSink, read_fed_shard
+
+    tmp, final = tmp_path / ".features.tmp-1", tmp_path / "features"
+    tmp.mkdir()
+    batch, shard = ShardSink(str(tmp))(0, _batch(5))
+    feed = ShardFeed("features", tmp)
+    feed.add(shard, batch.schema)
+    tmp.rename(final)  # committed, and the feed does not know yet
+
+    def tell_later():
+        time.sleep(0.3)
+        feed.close(final)
+
+    threading.Thread(target=tell_later).start()
+    assert read_fed_shard(feed, shard).column("__seq__").to_pylist() == [0, 1, 2, 3, 4]
