@@ -61,5 +61,10 @@ class RayRunner(Runner):
         return list(zip(ready, self._ray.get(ready), strict=True))
 
     def cancel(self, handles: list[Any]) -> None:
-        for ref in handles:
-            self._ray.cancel(ref)
+        """Nothing: the blocks in flight (at most the window) finish and are dropped.
+
+        `ray.cancel` races with a task's completion inside Ray's core worker and can abort
+        the driver ("Check failed: it != submissible_tasks_.end() Tried to complete task
+        that was not pending"; ray-project/ray#54846, still in Ray 2.60). It did so here in
+        CI, after a failing block. Letting a few blocks finish is the safe trade.
+        """
