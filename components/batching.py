@@ -230,8 +230,10 @@ def stream_batches(plan: Plan, feed: ShardFeed, split: str, take: bool = True
         while read < len(shards) and cutter.fed < cutter.horizon(total, done):
             records = read_fed_shard(feed, shards[read], take)
             read += 1
+            # only the columns batches use: a string column would become a Python object
+            # per record
             cutter.feed(*_arrays(plan, {n: records.column(n).to_numpy(zero_copy_only=False)
-                                        for n in records.schema.names}))
+                                        for n in {*plan.features, plan.label, SEQ}}))
             yield from cutter.cut(total, done)
         if done and (read == len(shards) or cutter.fed >= cutter.horizon(total, done)):
             yield from cutter.cut(total, done)
