@@ -19,9 +19,9 @@ import numpy as np
 import pyarrow as pa
 
 from seqline.components import preprocess
+from seqline.components import stage as new_stage
 from seqline.orchestration.runners import make_runner
 from seqline.pipeline.blocks import to_blocks
-from seqline.pipeline.specs import StageSpec
 
 USERFNS = Path(__file__).resolve().parent.parent / "tests" / "userfns"
 RUNNERS = {"local": {}, "beam": {"mode": "multi_processing"}, "ray": {}}
@@ -29,7 +29,7 @@ RUNNERS = {"local": {}, "beam": {"mode": "multi_processing"}, "ray": {}}
 
 def _task(fn: str, **kwargs):
     """The preprocess task without its shard writer: this measures the runners alone."""
-    spec = StageSpec("bench", "preprocess", {"fn": fn, "fn_kwargs": kwargs})
+    spec = new_stage("bench", "preprocess", {"fn": fn, "fn_kwargs": kwargs})
     return dataclasses.replace(preprocess.make_task(spec, USERFNS, USERFNS), sink=None)
 
 

@@ -1,13 +1,19 @@
 """The six stages of the assembly line, engine-agnostic: pure functions over blocks plus a spec."""
 
-from seqline.components import batching, evaluate, ingest, preprocess, tfrecord_write, train
-from seqline.pipeline.specs import ComponentSpec
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["COMPONENTS"]
+from pydantic import BaseModel
+
+from seqline.components import batching, evaluate, ingest, preprocess, tfrecord_write, train
+from seqline.pipeline.config import make_stage
+from seqline.pipeline.specs import ComponentSpec, StageSpec
+
+__all__ = ["COMPONENTS", "stage"]
 
 
 # An explicit table, in assembly-line order: no registry, no autoloading.
-COMPONENTS: dict[str, ComponentSpec] = {
+COMPONENTS: dict[str, ComponentSpec[Any]] = {
     "ingest": ingest.SPEC,
     "tfrecord_write": tfrecord_write.SPEC,
     "preprocess": preprocess.SPEC,
@@ -15,3 +21,15 @@ COMPONENTS: dict[str, ComponentSpec] = {
     "train": train.SPEC,
     "evaluate": evaluate.SPEC,
 }
+
+
+def stage(name: str, component: str, params: Mapping[str, Any] | BaseModel | None = None,
+          **fields: Any) -> StageSpec[Any]:
+    """A stage of `component` with its parameters checked, as in a pipeline file.
+
+    Example: `stage("read", "ingest", {"format": "csv", "paths": ["in.csv"]})`.
+
+    Raises:
+        ConfigError: an unknown component or a bad parameter, with its own message.
+    """
+    return make_stage(name, component, params, COMPONENTS, **fields)

@@ -12,25 +12,63 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from seqline.components.cutter import Cutter, boundary, hash_is_eval, reach
 from seqline.components.tfrecords import read_artifact, read_fed_shard, schema_from_text
 from seqline.pipeline.artifacts import read_manifest
-from seqline.pipeline.audit import SeqDigest
+from seqline.pipeline.audit import SeqDigest, seq_digest
 from seqline.pipeline.blocks import SEQ, Block, seq_of
-from seqline.pipeline.errors import ConfigError, StageError
+from seqline.pipeline.errors import ConfigError, SeqlineError, StageError
 from seqline.pipeline.feed import ShardFeed
-from seqline.pipeline.specs import REQUIRED, ComponentSpec, StageContext, StageSpec
+from seqline.pipeline.params import PARAMS_CONFIG, StageParams
+from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, StageSpec
 
-__all__ = ["SPEC", "Batches", "Plan", "load_batches", "make_plan", "plan_of", "source_feed",
-           "stream_batches"]
+__all__ = ["SPEC", "Batches", "BatchingParams", "Plan", "Window", "load_batches", "make_plan",
+           "plan_of", "source_feed", "stream_batches", "verify_plan"]
 
-SPLITS = ("tail", "hash")
-SHUFFLE_UNITS = ("examples", "records")
+
+class Window(BaseModel):
+    """A window of consecutive records for sequence models; its label lies after it."""
+
+    model_config = PARAMS_CONFIG
+
+    length: int = Field(ge=1, description="Records in a window.")
+    stride: int = Field(1, ge=1, description="Records between the starts of two windows.")
+    label_offset: int = Field(1, ge=0, description=(
+        "Records from the window's last record to its label's (1: the record after it)."))
+
+
+class BatchingParams(StageParams):
+    """batching's parameters: batch size, label and features, the split, windows, shuffle."""
+
+    batch_size: int = Field(ge=1, description="Examples per batch, exact across shards.")
+    label: str = Field(description="The column the model predicts.")
+    features: list[str] | None = Field(None, description=(
+        "Numeric columns the model reads; default: every numeric column but the label."))
+    remainder: Literal["keep", "drop"] = Field("keep", description=(
+        "The last partial batch: keep (like tf.data) or drop."))
+    eval_fraction: float = Field(0.2, ge=0, lt=1, description=(
+        "The share of records held out for evaluation."))
+    split: Literal["tail", "hash"] = Field("tail", description=(
+        "tail: eval is the last records by seq; hash: a hash of seq decides (i.i.d. data)."))
+    seed: int = Field(0, description="Seeds the hash split and the shuffle.")
+    window: Window | None = Field(None, description="Windows of records for sequence models.")
+    shuffle: Literal["examples", "records"] | None = Field(None, description=(
+        "Off by default; examples: whole examples reshuffled each epoch, seeded; records: "
+        "records shuffled before windows are cut (destroys order, to measure its worth)."))
+
+    @field_validator("window")
+    @classmethod
+    def _windows_need_tail(cls, window: Window | None, info: ValidationInfo) -> Window | None:
+        if window is not None and info.data.get("split") == "hash":
+            raise ValueError("no window with split 'hash' (a window must not mix train and "
+                             "eval records): use split 'tail'")
+        return window
 
 
 @dataclass(frozen=True)
@@ -49,23 +87,21 @@ class Plan:
     shuffle: str | None  # None, "examples" or "records" (the latter breaks order, on purpose)
 
 
-def make_plan(stage: StageSpec, source: str, columns: pa.Schema) -> Plan:
+def make_plan(stage: StageSpec[BatchingParams], source: str, columns: pa.Schema) -> Plan:
     """The stage's parameters checked against the columns it will batch.
 
     Raises:
-        ConfigError: unknown label or feature, a non-numeric feature, a bad window or split.
+        ConfigError: unknown label or feature, or a non-numeric feature.
     """
-    p = SPEC.params_with_defaults(stage)
+    p = stage.params
     names = [n for n in columns.names if n != SEQ]
-    label = p["label"]
-    if label not in names:
-        raise ConfigError(f"{stage.where}: label column {label!r} is not in the records of "
+    if p.label not in names:
+        raise ConfigError(f"{stage.where}: label column {p.label!r} is not in the records of "
                           f"{source!r}; columns: {', '.join(names)}.")
-    window = _window(stage, p["window"])
     # A window's label lies after it (label_offset >= 1), so the label's own past is a feature.
-    own_past = bool(window and window["label_offset"] >= 1)
-    features = tuple(p["features"] or [n for n in names if (n != label or own_past)
-                                        and _numeric(columns.field(n).type)])
+    own_past = bool(p.window and p.window.label_offset >= 1)
+    features = tuple(p.features or [n for n in names if (n != p.label or own_past)
+                                    and _numeric(columns.field(n).type)])
     for name in features:
         if name not in names:
             raise ConfigError(f"{stage.where}: feature {name!r} is not in the records of "
@@ -75,31 +111,13 @@ def make_plan(stage: StageSpec, source: str, columns: pa.Schema) -> Plan:
                 f"{stage.where}: feature {name!r} is {columns.field(name).type}, not a number, "
                 "and the model takes numbers. Encode it in a preprocess function (e.g. one-hot "
                 "or an index) or leave it out of `features`.")
-    if p["split"] not in SPLITS or (window and p["split"] == "hash"):
-        raise ConfigError(f"{stage.where}: split must be 'tail' (default) or 'hash'; windows "
-                          "need 'tail', since a window must not mix train and eval records.")
-    if p["shuffle"] not in (None, *SHUFFLE_UNITS):
-        raise ConfigError(f"{stage.where}: shuffle must be absent (no shuffle), 'examples' or "
-                          "'records'.")
-    return Plan(source, int(p["batch_size"]), label, features, p["remainder"],
-                float(p["eval_fraction"]), p["split"], int(p["seed"]), window, p["shuffle"])
+    window = p.window.model_dump() if p.window else None
+    return Plan(source, p.batch_size, p.label, features, p.remainder, p.eval_fraction, p.split,
+                p.seed, window, p.shuffle)
 
 
 def _numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
-
-
-def _window(stage: StageSpec, raw: Any) -> dict[str, int] | None:
-    if raw is None:
-        return None
-    window = {"length": raw.get("length"), "stride": raw.get("stride", 1),
-              "label_offset": raw.get("label_offset", 1)} if isinstance(raw, dict) else {}
-    if not window or not all(isinstance(v, int) for v in window.values()) \
-            or window["length"] < 1 or window["stride"] < 1 or window["label_offset"] < 0:
-        raise ConfigError(f"{stage.where}: window must be {{length: L, stride: S, "
-                          "label_offset: O}} with L, S >= 1 and O >= 0 (O = 1: the label is the "
-                          "record after the window).")
-    return window
 
 
 class Batches:
@@ -243,7 +261,7 @@ def stream_batches(plan: Plan, feed: ShardFeed, split: str, take: bool = True
         total = sum(s["records"] for s in shards)
 
 
-def run_stage(stage: StageSpec, ctx: StageContext) -> dict[str, Any]:
+def run_stage(stage: StageSpec[BatchingParams], ctx: StageContext) -> StageResult:
     """Plan the batches over the input stage's records; the manifest's account of them.
 
     In an assembly line (`ctx.blocks`), the records stream past: the plan is announced as
@@ -290,9 +308,9 @@ def run_stage(stage: StageSpec, ctx: StageContext) -> dict[str, Any]:
     if plan.shuffle == "examples":  # the plan's digest is of epoch 0's order, see Batches
         splits["train"].digest = SeqDigest()
         splits["train"].digest.update(load_batches(ctx.run, plan).example_seq("train"))
-    return {"plan": asdict(plan), "records_in": total,
-            **{name: split.account(plan.batch_size, plan.remainder)
-               for name, split in splits.items()}}
+    return StageResult({"plan": asdict(plan), **{
+        name: split.account(plan.batch_size, plan.remainder) for name, split in splits.items()}},
+        records_in=total)
 
 
 class _Split:
@@ -328,28 +346,25 @@ def _stored_blocks(run: Path, source: str) -> Iterator[Block]:
         yield Block(index, batch)
 
 
-def _validate(stage: StageSpec, base_dir: Path) -> None:
-    p = SPEC.params_with_defaults(stage)
-    if not isinstance(p["batch_size"], int) or p["batch_size"] < 1:
-        raise ConfigError(f"{stage.where}: `batch_size` must be a positive integer.")
-    if not isinstance(p["eval_fraction"], int | float) or not 0 <= p["eval_fraction"] < 1:
-        raise ConfigError(f"{stage.where}: `eval_fraction` must be in [0, 1).")
-    if p["remainder"] not in ("keep", "drop"):
-        raise ConfigError(f"{stage.where}: `remainder` must be 'keep' or 'drop'.")
-    _window(stage, p["window"])
 
 
-PARAMETERS: dict[str, Any] = {
-    "batch_size": REQUIRED,
-    "label": REQUIRED,
-    "features": None,  # default: every numeric column but the label and __seq__
-    "remainder": "keep",  # the last partial batch: keep (like tf.data) or drop
-    "eval_fraction": 0.2,
-    "split": "tail",  # tail: eval is the last records by seq; hash: for i.i.d. data
-    "seed": 0,  # for the hash split and the shuffle
-    "window": None,  # {length, stride: 1, label_offset: 1} for sequence models
-    "shuffle": None,  # off; "examples" (seeded per epoch) or "records" (breaks order)
-}
+def verify_plan(run: Path, manifest: dict[str, Any], problems: list[str]) -> None:
+    """`seqline verify`: each split's digest, recomputed from the plan and the stored records."""
+    batches = _rebuild(run, manifest, problems)
+    for split in ("train", "eval"):
+        if batches and seq_digest(batches.example_seq(split)) != manifest[split]["seq_digest"]:
+            problems.append(f"audit: the {split} split recomputed from "
+                            f"{manifest['plan']['source']!r} is not the one planned")
 
-SPEC = ComponentSpec("batching", "driver", PARAMETERS, _validate, run_stage,
-                     doc="Stored records -> a plan of exact batches in seq order.", live=True)
+
+def _rebuild(run: Path, manifest: dict[str, Any], problems: list[str]) -> Batches | None:
+    try:
+        return load_batches(run, plan_of(manifest))
+    except SeqlineError as exc:
+        problems.append(f"audit: cannot rebuild the batches: {exc}")
+        return None
+
+
+SPEC = ComponentSpec("batching", BatchingParams, run_stage, reads="stream", writes="plan",
+                     live=True, verify=verify_plan,
+                     doc="Stored records -> a plan of exact batches in seq order.")

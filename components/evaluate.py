@@ -9,16 +9,47 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, Field, model_validator
 
 from seqline.components.batching import Batches, load_batches, plan_of
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.errors import ConfigError
-from seqline.pipeline.specs import ComponentSpec, StageContext, StageSpec, did_you_mean
+from seqline.pipeline.params import PARAMS_CONFIG, StageParams, did_you_mean
+from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, StageSpec
 
-__all__ = ["METRICS", "SPEC", "run_stage"]
+__all__ = ["METRICS", "SPEC", "EvaluateParams", "Threshold", "run_stage"]
+
+Metric = Literal["mae", "rmse", "mse", "accuracy"]
+
+
+class Threshold(BaseModel):
+    """A bound a metric must hold for the model to be blessed: max, min or both."""
+
+    model_config = PARAMS_CONFIG
+
+    max: float | None = Field(None, description="The metric must be at most this.")
+    min: float | None = Field(None, description="The metric must be at least this.")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Threshold:
+        if self.max is None and self.min is None:
+            raise ValueError("{max: x} and/or {min: y}")
+        return self
+
+
+class EvaluateParams(StageParams):
+    """evaluate's parameters: which metrics, per which slices, and the bounds for blessing."""
+
+    metrics: list[Metric] | None = Field(None, description=(
+        "Default: [mae, rmse] for a regression model, [accuracy] for a classifier (a model "
+        "whose output has one unit per class)."))
+    slices: list[str] = Field(default_factory=list, description=(
+        "Columns whose values group the eval examples (by the label's record)."))
+    thresholds: dict[Metric, Threshold] = Field(default_factory=dict, description=(
+        "{metric: {max: x} | {min: y}}: every one must hold for the model to be blessed."))
 
 # name -> (function of labels and predictions, True if higher is better)
 METRICS = {
@@ -33,7 +64,7 @@ METRICS = {
 MAX_SLICES = 50
 
 
-def run_stage(stage: StageSpec, ctx: StageContext) -> dict[str, Any]:
+def run_stage(stage: StageSpec[EvaluateParams], ctx: StageContext) -> StageResult:
     """Evaluate the train stage's model on the eval split of its batching plan.
 
     Example: metrics [mae], slices [weather], thresholds {mae: {max: 4}} gives the overall
@@ -44,32 +75,39 @@ def run_stage(stage: StageSpec, ctx: StageContext) -> dict[str, Any]:
     """
     import keras
 
-    p = SPEC.params_with_defaults(stage)
+    p = stage.params
     train = read_manifest(ctx.run / ctx.source)
     batches = load_batches(ctx.run, plan_of(read_manifest(ctx.run / train["input"])))
     if not len(batches.eval_starts):
         raise ConfigError(f"{stage.where}: the eval split is empty; set batching's "
                           "`eval_fraction` above 0.")
-    classify = train["model_spec"]["num_classes"] is not None and train["model"] == \
-        "tabular_classification"
-    names = p["metrics"] or (["accuracy"] if classify else ["mae", "rmse"])
-    _check(stage, names, p["slices"], batches, p["thresholds"])
     model = keras.models.load_model(ctx.run / ctx.source / "model.keras")
+    classify = is_classifier(model.output_shape, train["model_spec"]["num_classes"])
+    names = list(p.metrics or (["accuracy"] if classify else ["mae", "rmse"]))
+    _check(stage, p.slices, batches)
     labels, predicted, targets = _predict(model, batches, classify)
     metrics = _metrics(names, labels, predicted)
     slices = {column: {str(value): _metrics(names, labels[mask], predicted[mask])
                        for value, mask in _groups(batches.columns[column][targets])}
-              for column in p["slices"]}
-    return {"records_in": len(batches.seq), "examples": len(labels), "metrics": metrics,
-            "slices": slices, **_bless(stage, ctx, names[0], metrics, p["thresholds"])}
+              for column in p.slices}
+    thresholds = {k: v.model_dump(exclude_none=True) for k, v in p.thresholds.items()}
+    return StageResult({"examples": len(labels), "metrics": metrics, "slices": slices,
+                        "classifier": classify,
+                        **_bless(stage, ctx, names[0], metrics, thresholds)},
+                       records_in=len(batches.seq))
 
 
-def _check(stage: StageSpec, names: list[str], slices: list[str], batches: Batches,
-           thresholds: dict[str, Any]) -> None:
-    for name in [*names, *thresholds]:
-        if name not in METRICS:
-            raise ConfigError(f"{stage.where}: unknown metric {name!r}."
-                              f"{did_you_mean(name, METRICS)} Metrics: {', '.join(METRICS)}.")
+def is_classifier(output_shape: Any, num_classes: int | None) -> bool:
+    """A model is a classifier when its output has one unit per class (softmax, logits).
+
+    Decided from the model, not from how it was made: a user's classifier and the preset
+    are judged alike, and a regression on integer labels (one output unit) stays one.
+    """
+    units = output_shape[-1] if output_shape else None
+    return num_classes is not None and units is not None and units > 1
+
+
+def _check(stage: StageSpec[EvaluateParams], slices: list[str], batches: Batches) -> None:
     for column in slices:
         if column not in batches.columns:
             raise ConfigError(f"{stage.where}: slice column {column!r} is not in the records;"
@@ -147,23 +185,5 @@ def _last_blessed(ctx: StageContext, stage: str) -> dict[str, Any] | None:
     return {"run_id": run_id, "metrics": manifest["metrics"]}
 
 
-def _validate(stage: StageSpec, base_dir: Path) -> None:
-    p = SPEC.params_with_defaults(stage)
-    for name in [*(p["metrics"] or []), *p["thresholds"]]:
-        if name not in METRICS:
-            raise ConfigError(f"{stage.where}: unknown metric {name!r}."
-                              f"{did_you_mean(name, METRICS)} Metrics: {', '.join(METRICS)}.")
-    for name, bound in p["thresholds"].items():
-        if not isinstance(bound, dict) or not bound or set(bound) - {"min", "max"}:
-            raise ConfigError(f"{stage.where}: threshold {name!r} must be {{max: x}} and/or "
-                              "{min: y}.")
-
-
-PARAMETERS: dict[str, Any] = {
-    "metrics": None,  # default: [mae, rmse] for regression, [accuracy] for classification
-    "slices": [],  # columns whose values group the eval examples (by the label's record)
-    "thresholds": {},  # {metric: {max: x} | {min: y}}
-}
-
-SPEC = ComponentSpec("evaluate", "driver", PARAMETERS, _validate, run_stage,
+SPEC = ComponentSpec("evaluate", EvaluateParams, run_stage, reads="model", writes="evaluation",
                      doc="A model + the eval split -> metrics, slices and a blessing.")

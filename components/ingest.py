@@ -5,28 +5,53 @@ from __future__ import annotations
 import glob
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Literal
 
 import fsspec
 import pyarrow as pa
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from seqline.components.readers import Part, ReadError, Source, read_source
 from seqline.pipeline.blocks import SEQ, recut, seq_of, with_seq
 from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import ConfigError, StageError
-from seqline.pipeline.specs import REQUIRED, ComponentSpec, StageSpec, did_you_mean
+from seqline.pipeline.params import StageParams
+from seqline.pipeline.specs import ComponentSpec, StageSpec
 from seqline.pipeline.stage import BlockResult, Counts
 
-__all__ = ["SPEC", "read_blocks", "resolve_sources"]
-
-FORMATS = ("csv", "jsonl", "parquet", "tfrecord")
+__all__ = ["SPEC", "IngestParams", "read_blocks", "resolve_sources"]
 
 # 16,384 rows: large enough that per-block overhead (a task, a pickle) is noise, small enough
 # that a window of 4x2 blocks of a wide table stays in the tens of MB.
 DEFAULT_BLOCK_RECORDS = 16_384
 
 
-def read_blocks(stage: StageSpec, base_dir: Path) -> Iterator[BlockResult]:
+def _arrow_type(alias: str) -> str:
+    try:
+        pa.type_for_alias(alias)
+    except ValueError:
+        raise ValueError("an Arrow type name such as int64, double, string or "
+                         "timestamp[us]") from None
+    return alias
+
+
+class IngestParams(StageParams):
+    """ingest's parameters: which files, in which format, cut into blocks of how many records."""
+
+    format: Literal["csv", "jsonl", "parquet", "tfrecord"] = Field(
+        description="The files' format.")
+    paths: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] \
+        = Field(min_length=1, description=(
+            "Files in order: paths relative to the pipeline file, globs (matches sorted) or "
+            "fsspec URLs (s3://, gs://, memory://)."))
+    block_records: int = Field(DEFAULT_BLOCK_RECORDS, ge=1, description=(
+        "Records per block, the unit of parallel work."))
+    column_types: dict[str, Annotated[str, AfterValidator(_arrow_type)]] | None = Field(
+        None, alias="schema", description=(
+            "{column: Arrow type name}; inferred from the first file when absent."))
+
+
+def read_blocks(stage: StageSpec[IngestParams], base_dir: Path) -> Iterator[BlockResult]:
     """Read the stage's files in declared order (glob matches sorted) as numbered blocks.
 
     Seq is the record's rank across all files: file order, then record order; a bad record
@@ -39,18 +64,17 @@ def read_blocks(stage: StageSpec, base_dir: Path) -> Iterator[BlockResult]:
         StageError: a bad record without an error budget (naming file, line and seq), or a
             file that cannot be read at all.
     """
-    params = SPEC.params_with_defaults(stage)
     letters: list[DeadLetter] = []
-    batches = _read_all(stage, resolve_sources(stage, base_dir), params, letters)
+    batches = _read_all(stage, resolve_sources(stage, base_dir), letters)
     index = 0
-    for block in recut(batches, int(params["block_records"])):
+    for block in recut(batches, stage.params.block_records):
         yield _result(stage, index, block.batch, letters)
         index += 1
     if letters:  # bad records after the last good one
         yield _result(stage, index, None, letters)
 
 
-def _result(stage: StageSpec, index: int, batch: pa.RecordBatch | None,
+def _result(stage: StageSpec[IngestParams], index: int, batch: pa.RecordBatch | None,
             letters: list[DeadLetter]) -> BlockResult:
     dead = tuple(letters)
     letters.clear()
@@ -62,14 +86,14 @@ def _result(stage: StageSpec, index: int, batch: pa.RecordBatch | None,
     return BlockResult(stage.name, index, first, batch, counts, dead_letters=dead)
 
 
-def _read_all(stage: StageSpec, sources: list[Source], params: dict[str, Any],
+def _read_all(stage: StageSpec[IngestParams], sources: list[Source],
               letters: list[DeadLetter]) -> Iterator[pa.RecordBatch]:
-    types = {k: pa.type_for_alias(v) for k, v in (params["schema"] or {}).items()}
+    types = {k: pa.type_for_alias(v) for k, v in (stage.params.column_types or {}).items()}
     first_schema: pa.Schema | None = None
     base = 0  # seq of the current file's first record
     for source in sources:
         end = 0
-        for part in _parts(stage, source, params["format"], types):
+        for part in _parts(stage, source, stage.params.format, types):
             for bad in part.bad:
                 letter = DeadLetter(base + bad.record, bad.reason, source.name, bad.line, bad.raw)
                 if stage.errors is None:
@@ -91,7 +115,7 @@ def _read_all(stage: StageSpec, sources: list[Source], params: dict[str, Any],
         base += end
 
 
-def _parts(stage: StageSpec, source: Source, fmt: str,
+def _parts(stage: StageSpec[IngestParams], source: Source, fmt: str,
            types: dict[str, pa.DataType]) -> Iterator[Part]:
     try:
         yield from read_source(source, fmt, types)
@@ -102,7 +126,7 @@ def _parts(stage: StageSpec, source: Source, fmt: str,
                          stage=stage.name) from exc
 
 
-def _bad_record_error(stage: StageSpec, letter: DeadLetter) -> StageError:
+def _bad_record_error(stage: StageSpec[IngestParams], letter: DeadLetter) -> StageError:
     return StageError(
         f"{stage.where}: bad record in {letter.where()}: {letter.reason}\n"
         f"  the line: {letter.raw!r}\n"
@@ -111,16 +135,10 @@ def _bad_record_error(stage: StageSpec, letter: DeadLetter) -> StageError:
         stage=stage.name, seq=letter.seq)
 
 
-def resolve_sources(stage: StageSpec, base_dir: Path) -> list[Source]:
+def resolve_sources(stage: StageSpec[IngestParams], base_dir: Path) -> list[Source]:
     """Expand `paths`: relative to the pipeline file or fsspec URLs; globs sorted; must exist."""
-    paths = stage.params.get("paths")
-    if isinstance(paths, str):
-        paths = [paths]
-    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
-        raise ConfigError(
-            f"{stage.where}: `paths` must be a non-empty list of file paths, URLs or globs.")
     found: list[Source] = []
-    for pattern in paths:
+    for pattern in stage.params.paths:
         matches = _expand_url(pattern) if "://" in pattern else _expand_local(pattern, base_dir)
         if not matches:
             raise ConfigError(
@@ -148,29 +166,9 @@ def _expand_url(url: str) -> list[Source]:
     return [Source(fs.unstrip_protocol(n), local=False) for n in names]
 
 
-def _validate(stage: StageSpec, base_dir: Path) -> None:
-    params = SPEC.params_with_defaults(stage)
-    if params["format"] not in FORMATS:
-        raise ConfigError(f"{stage.where}: unknown format {params['format']!r}."
-                          f"{did_you_mean(str(params['format']), list(FORMATS))} "
-                          f"Formats: {', '.join(FORMATS)}.")
-    if not isinstance(params["block_records"], int) or params["block_records"] < 1:
-        raise ConfigError(f"{stage.where}: `block_records` must be a positive integer.")
-    for column, alias in (params["schema"] or {}).items():
-        try:
-            pa.type_for_alias(alias)
-        except ValueError as exc:
-            raise ConfigError(f"{stage.where}: column {column!r} has unknown type {alias!r}; "
-                              "use an Arrow type name such as int64, double or string.") from exc
+def _validate(stage: StageSpec[IngestParams], base_dir: Path) -> None:
     resolve_sources(stage, base_dir)
 
 
-PARAMETERS: dict[str, Any] = {
-    "format": REQUIRED,
-    "paths": REQUIRED,
-    "block_records": DEFAULT_BLOCK_RECORDS,
-    "schema": None,  # {column: arrow type name}; inferred from the first file when absent
-}
-
-SPEC = ComponentSpec("ingest", "source", PARAMETERS, _validate, read_blocks,
-                     doc="Files -> blocks with __seq__ in source order.")
+SPEC = ComponentSpec("ingest", IngestParams, read_blocks, reads="files", writes="stream",
+                     validate=_validate, doc="Files -> blocks with __seq__ in source order.")

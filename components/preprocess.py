@@ -5,24 +5,38 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
+from pydantic import Field
 
-from seqline.components.tfrecord_write import WRITE_PARAMETERS, make_sink, validate_write
+from seqline.components.tfrecord_write import Compression, CompressionLevel, make_sink
 from seqline.pipeline.blocks import SEQ, seq_of
 from seqline.pipeline.errors import ConfigError
-from seqline.pipeline.functions import load_function
-from seqline.pipeline.specs import REQUIRED, ComponentSpec, StageSpec, did_you_mean
+from seqline.pipeline.functions import FunctionRef, load_function
+from seqline.pipeline.params import StageParams
+from seqline.pipeline.specs import ComponentSpec, StageSpec
 from seqline.pipeline.stage import MapTask
 
-__all__ = ["SPEC", "apply_batch", "make_task"]
-
-BATCH_FORMATS = ("pyarrow", "numpy", "pandas", "record")
+__all__ = ["SPEC", "PreprocessParams", "apply_batch", "make_task"]
 
 
-def make_task(stage: StageSpec, base_dir: Path, out_dir: Path) -> MapTask:
+class PreprocessParams(StageParams):
+    """preprocess's parameters: the user function, what it takes, and how output is stored."""
+
+    fn: FunctionRef = Field(description=(
+        "The function, 'module:function', imported from the pipeline file's folder."))
+    batch_format: Literal["pyarrow", "numpy", "pandas", "record"] = Field(
+        "pyarrow", description="What fn receives: a RecordBatch, a dict of arrays, a "
+                               "DataFrame, or one record (a dict) at a time.")
+    fn_kwargs: dict[str, Any] = Field(default_factory=dict, description=(
+        "Keyword arguments passed to every call of fn."))
+    compression: Compression = "gzip"
+    compression_level: CompressionLevel = 6
+
+
+def make_task(stage: StageSpec[PreprocessParams], base_dir: Path, out_dir: Path) -> MapTask:
     """The stage as a MapTask that any runner can ship to its workers.
 
     Each block's output is written as one TFRecord shard by the worker that made it (the
@@ -32,11 +46,11 @@ def make_task(stage: StageSpec, base_dir: Path, out_dir: Path) -> MapTask:
     Example: fn "features:add_columns" with batch_format "pandas" calls add_columns(df) on each
     block as a DataFrame (with `__seq__`) and expects a DataFrame back.
     """
-    params = SPEC.params_with_defaults(stage)
-    fn = functools.partial(apply_batch, fn_ref=params["fn"], batch_format=params["batch_format"],
-                           base_dir=str(base_dir), fn_kwargs=params["fn_kwargs"] or {})
+    p = stage.params
+    fn = functools.partial(apply_batch, fn_ref=p.fn, batch_format=p.batch_format,
+                           base_dir=str(base_dir), fn_kwargs=dict(p.fn_kwargs))
     return MapTask(stage.name, fn, dead_letters=stage.errors is not None,
-                   sink=make_sink(params, out_dir))
+                   sink=make_sink(p.compression, p.compression_level, out_dir))
 
 
 def apply_batch(batch: pa.RecordBatch, *, fn_ref: str, batch_format: str, base_dir: str,
@@ -93,29 +107,14 @@ def _as_batch(out: Any) -> Any:
     return out
 
 
-def _validate(stage: StageSpec, base_dir: Path) -> None:
-    params = SPEC.params_with_defaults(stage)
-    if params["batch_format"] not in BATCH_FORMATS:
-        raise ConfigError(
-            f"{stage.where}: unknown batch_format {params['batch_format']!r}."
-            f"{did_you_mean(str(params['batch_format']), list(BATCH_FORMATS))} "
-            f"Formats: {', '.join(BATCH_FORMATS)}.")
-    validate_write(stage, params)
-    if not isinstance(params["fn_kwargs"] or {}, dict):
-        raise ConfigError(f"{stage.where}: `fn_kwargs` must be a mapping of keyword arguments.")
+def _validate(stage: StageSpec[PreprocessParams], base_dir: Path) -> None:
     try:
-        load_function(params["fn"], str(base_dir))
+        load_function(stage.params.fn, str(base_dir))
     except ConfigError as exc:
         raise ConfigError(f"{stage.where}: {exc}") from exc
 
 
-PARAMETERS: dict[str, Any] = {
-    "fn": REQUIRED,
-    "batch_format": "pyarrow",
-    "fn_kwargs": None,  # keyword arguments passed to every call of fn
-    **WRITE_PARAMETERS,
-}
-
-SPEC = ComponentSpec("preprocess", "map", PARAMETERS, _validate, make_task,
+SPEC = ComponentSpec("preprocess", PreprocessParams, make_task, reads="stream",
+                     writes="records", runs_on="workers", validate=_validate,
                      doc="Records -> records through a user function, in parallel, in order, "
-                         "stored as TFRecord shards.", writes_records=True)
+                         "stored as TFRecord shards.")

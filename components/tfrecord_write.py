@@ -3,30 +3,38 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Literal
 
 import pyarrow as pa
+from pydantic import Field
 
 from seqline.components.tfrecords import ShardSink
-from seqline.pipeline.errors import ConfigError
-from seqline.pipeline.specs import ComponentSpec, StageSpec, did_you_mean
+from seqline.pipeline.params import StageParams
+from seqline.pipeline.specs import ComponentSpec, StageSpec
 from seqline.pipeline.stage import MapTask
 
-__all__ = ["SPEC", "WRITE_PARAMETERS", "make_sink", "make_task", "validate_write"]
-
-COMPRESSIONS = ("gzip", "none")
+__all__ = ["SPEC", "Compression", "CompressionLevel", "TFRecordWriteParams", "make_sink",
+           "make_task"]
 
 # 65,536 records a shard: a few MB of Examples, enough that tf.data reads each shard in long
 # sequential runs, and still many shards (so many parallel writers) per million records.
 DEFAULT_SHARD_RECORDS = 65_536
 
-WRITE_PARAMETERS: dict[str, Any] = {
-    "compression": "gzip",
-    "compression_level": 6,  # zlib's, as tf.io.TFRecordWriter's GZIP: 1 is ~3x faster, ~7% larger
-}
+Compression = Annotated[Literal["gzip", "none"], Field(
+    description="Shard compression; gzip is what tf.data's compression_type='GZIP' reads.")]
+CompressionLevel = Annotated[int, Field(ge=0, le=9, description=(
+    "zlib level, as tf.io.TFRecordWriter's GZIP (6): 1 is ~3x faster and ~7% larger."))]
 
 
-def make_task(stage: StageSpec, base_dir: Path, out_dir: Path) -> MapTask:
+class TFRecordWriteParams(StageParams):
+    """tfrecord_write's parameters: how the shards are compressed and how many records each."""
+
+    compression: Compression = "gzip"
+    compression_level: CompressionLevel = 6
+    shard_records: int = Field(DEFAULT_SHARD_RECORDS, ge=1, description="Records per shard.")
+
+
+def make_task(stage: StageSpec[TFRecordWriteParams], base_dir: Path, out_dir: Path) -> MapTask:
     """Blocks in, the same records out; each shard_records-record group written as one shard.
 
     The stream passes on the records as stored (normalized types, see tfrecords.normalize), so
@@ -35,38 +43,19 @@ def make_task(stage: StageSpec, base_dir: Path, out_dir: Path) -> MapTask:
     Example: 150,000 records with shard_records 65,536 give shard-000000 (seq 0-65,535),
     shard-000001 (65,536-131,071) and shard-000002 (131,072-149,999).
     """
-    params = SPEC.params_with_defaults(stage)
-    return MapTask(stage.name, keep, sink=make_sink(params, out_dir),
-                   input_records=int(params["shard_records"]))
+    p = stage.params
+    return MapTask(stage.name, keep, sink=make_sink(p.compression, p.compression_level, out_dir),
+                   input_records=p.shard_records)
 
 
 def keep(batch: pa.RecordBatch) -> pa.RecordBatch:
     return batch
 
 
-def make_sink(params: dict[str, Any], out_dir: Path) -> ShardSink:
-    return ShardSink(str(out_dir), params["compression"], int(params["compression_level"]))
+def make_sink(compression: str, level: int, out_dir: Path) -> ShardSink:
+    return ShardSink(str(out_dir), compression, level)
 
 
-def validate_write(stage: StageSpec, params: dict[str, Any]) -> None:
-    if params["compression"] not in COMPRESSIONS:
-        raise ConfigError(f"{stage.where}: unknown compression {params['compression']!r}."
-                          f"{did_you_mean(str(params['compression']), list(COMPRESSIONS))} "
-                          f"Use one of: {', '.join(COMPRESSIONS)}.")
-    level = params["compression_level"]
-    if not isinstance(level, int) or not 0 <= level <= 9:
-        raise ConfigError(f"{stage.where}: `compression_level` must be an integer 0-9 (zlib).")
-
-
-def _validate(stage: StageSpec, base_dir: Path) -> None:
-    params = SPEC.params_with_defaults(stage)
-    validate_write(stage, params)
-    if not isinstance(params["shard_records"], int) or params["shard_records"] < 1:
-        raise ConfigError(f"{stage.where}: `shard_records` must be a positive integer.")
-
-
-PARAMETERS: dict[str, Any] = {**WRITE_PARAMETERS, "shard_records": DEFAULT_SHARD_RECORDS}
-
-SPEC = ComponentSpec("tfrecord_write", "map", PARAMETERS, _validate, make_task,
-                     doc="Blocks -> ordered TFRecord shards of tf.train.Example.",
-                     writes_records=True)
+SPEC = ComponentSpec("tfrecord_write", TFRecordWriteParams, make_task, reads="stream",
+                     writes="records", runs_on="workers",
+                     doc="Blocks -> ordered TFRecord shards of tf.train.Example.")

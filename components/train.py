@@ -8,19 +8,46 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import AfterValidator, Field
 
 from seqline.components.batching import Plan, load_batches, plan_of, source_feed, stream_batches
 from seqline.components.models import PRESETS, ModelSpec
 from seqline.pipeline.artifacts import read_manifest
-from seqline.pipeline.audit import SeqDigest
-from seqline.pipeline.errors import ConfigError, StageError
+from seqline.pipeline.audit import SeqDigest, seq_digest
+from seqline.pipeline.errors import ConfigError, SeqlineError, StageError
 from seqline.pipeline.functions import load_function
-from seqline.pipeline.specs import REQUIRED, ComponentSpec, StageContext, StageSpec, did_you_mean
+from seqline.pipeline.params import StageParams, did_you_mean, one_of
+from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, StageSpec
 
-__all__ = ["SPEC", "EpochAudit", "run_stage", "setup_devices"]
+__all__ = ["SPEC", "EpochAudit", "TrainParams", "run_stage", "setup_devices"]
+
+
+def _model_ref(ref: str) -> str:
+    if ref not in PRESETS and ":" not in ref:
+        raise one_of(ref, list(PRESETS), f"a preset ({', '.join(PRESETS)}) or 'module:function'")
+    return ref
+
+
+class TrainParams(StageParams):
+    """train's parameters: the model, how long and how fast it learns, and on what devices."""
+
+    model: Annotated[str, AfterValidator(_model_ref)] = Field(description=(
+        "A preset (tabular_regression, tabular_classification, sequence_forecasting) or "
+        "'module:function' returning a compiled Keras model."))
+    label: str | None = Field(None, description="Default: the batching stage's label.")
+    epochs: int = Field(10, ge=1, description="Passes over the train split.")
+    learning_rate: float = Field(1e-3, gt=0, description="The presets' Adam learning rate.")
+    seed: int = Field(0, description="Weights initialization and any randomness in training.")
+    cpu_replicas: int | None = Field(None, ge=1, description=(
+        "N > 1: mirror over N logical CPU devices when there is no GPU."))
+    stats_records: int = Field(100_000, ge=1, description=(
+        "Normalization statistics (and the class count) come from the first N train records, "
+        "so training can start before the rest has arrived."))
+    num_classes: int | None = Field(None, ge=2, description=(
+        "Classification: the number of classes; default 1 + the largest label seen first."))
 
 
 class EpochAudit:
@@ -103,8 +130,8 @@ def setup_devices(cpu_replicas: int | None) -> Any:
     return tf.distribute.get_strategy()
 
 
-def run_stage(stage: StageSpec, ctx: StageContext, callbacks: list | None = None
-              ) -> dict[str, Any]:
+def run_stage(stage: StageSpec[TrainParams], ctx: StageContext, callbacks: list | None = None
+              ) -> StageResult:
     """Train the model on the batching plan's train split; evaluate on eval each epoch.
 
     In an assembly line the first epoch starts as soon as batching has announced its plan and
@@ -124,44 +151,43 @@ def run_stage(stage: StageSpec, ctx: StageContext, callbacks: list | None = None
     import keras
     import tensorflow as tf
 
-    p = SPEC.params_with_defaults(stage)
+    p = stage.params
     plan, data = _input(stage, ctx)
-    if p["label"] not in (None, plan.label):
-        raise ConfigError(f"{stage.where}: label {p['label']!r} differs from the batching "
+    if p.label not in (None, plan.label):
+        raise ConfigError(f"{stage.where}: label {p.label!r} differs from the batching "
                           f"stage's label {plan.label!r}; set it once, on batching.")
-    strategy = setup_devices(p["cpu_replicas"])
+    strategy = setup_devices(p.cpu_replicas)
     replicas = strategy.num_replicas_in_sync
     if plan.batch_size % replicas:
         raise ConfigError(f"{stage.where}: batch_size {plan.batch_size} does not split "
                           f"into {replicas} equal replica slices; use a multiple of {replicas}.")
-    keras.utils.set_random_seed(int(p["seed"]))
+    keras.utils.set_random_seed(p.seed)
     tf.config.experimental.enable_op_determinism()
     spec = _model_spec(plan, data, p)
     with strategy.scope():
-        model = _build(stage, ctx, p["model"], spec)
+        model = _build(stage, ctx, p.model, spec)
     audit = EpochAudit(replicas)
     out = Path(ctx.out_dir)
     with warnings.catch_warnings():
         # The first epoch's length is unknown on purpose (the records are still arriving);
         # Keras warns that its input "ran out of data" when that epoch ends.
         warnings.filterwarnings("ignore", message="Your input ran out of data")
-        history = _fit(model, plan, data, spec, audit, stage, ctx, out, int(p["epochs"]),
+        history = _fit(model, plan, data, spec, audit, stage, ctx, out, p.epochs,
                        callbacks)
     from_memory = data.release()
     if ctx.line:  # batching's own account must be complete before the model is
         ctx.line.committed(ctx.source)
     model.save(out / "model.keras")
     model.export(str(out / "saved_model"), verbose=False)
-    return {
-        "records_in": audit.epochs[-1]["examples"] if audit.epochs else 0,
+    waited = round(sum(e["input_wait_seconds"] for e in audit.epochs), 4)
+    return StageResult({
         "strategy": type(strategy).__name__, "replicas": replicas,
-        "model": p["model"], "epochs": audit.epochs,
-        "input_wait_seconds": round(sum(e["input_wait_seconds"] for e in audit.epochs), 4),
+        "model": p.model, "epochs": audit.epochs, "input_wait_seconds": waited,
         "shards_from_memory": from_memory,  # taken as stored, not decoded (see ShardFeed)
         "final_metrics": {k: float(v[-1]) for k, v in history.history.items()},
         "model_spec": {"features": list(spec.features), "label": spec.label,
                        "input_shape": list(spec.input_shape), "num_classes": spec.num_classes},
-    }
+    }, records_in=audit.epochs[-1]["examples"] if audit.epochs else 0, waited_input=waited)
 
 
 @dataclass(frozen=True)
@@ -174,7 +200,7 @@ class _Data:
     release: Callable[[], int] = lambda: 0  # frees what the input holds; shards taken from it
 
 
-def _input(stage: StageSpec, ctx: StageContext) -> tuple[Plan, _Data]:
+def _input(stage: StageSpec[TrainParams], ctx: StageContext) -> tuple[Plan, _Data]:
     """The batching plan, and where each epoch's batches come from.
 
     Unshuffled: streamed from the plan's source records, followed while they are stored.
@@ -210,7 +236,7 @@ def _input(stage: StageSpec, ctx: StageContext) -> tuple[Plan, _Data]:
 
 
 def _fit(model: Any, plan: Plan, data: _Data, spec: ModelSpec, audit: EpochAudit,
-         stage: StageSpec, ctx: StageContext, out: Path, epochs: int,
+         stage: StageSpec[TrainParams], ctx: StageContext, out: Path, epochs: int,
          callbacks: list | None) -> Any:
     import keras
 
@@ -226,20 +252,20 @@ def _fit(model: Any, plan: Plan, data: _Data, spec: ModelSpec, audit: EpochAudit
                    _AuditCallback(audit), *(callbacks or [])])
 
 
-def _model_spec(plan: Plan, data: _Data, p: dict[str, Any]) -> ModelSpec:
+def _model_spec(plan: Plan, data: _Data, p: TrainParams) -> ModelSpec:
     """Feature mean and variance (and the class count) from the first train records."""
-    x, y = data.first(int(p["stats_records"]))
+    x, y = data.first(p.stats_records)
     shape = (len(plan.features),) if plan.window is None \
         else (plan.window["length"], len(plan.features))
-    classes = p["num_classes"]
+    classes = p.num_classes
     if classes is None and np.issubdtype(y.dtype, np.integer) and len(y):
         classes = int(np.max(y)) + 1
     return ModelSpec(plan.features, plan.label, shape, x.mean(axis=0).tolist(),
                      np.maximum(x.var(axis=0), 1e-12).tolist(), classes,
-                     float(p["learning_rate"]), int(p["seed"]))
+                     p.learning_rate, p.seed)
 
 
-def _build(stage: StageSpec, ctx: StageContext, ref: str, spec: ModelSpec) -> Any:
+def _build(stage: StageSpec[TrainParams], ctx: StageContext, ref: str, spec: ModelSpec) -> Any:
     build = PRESETS.get(ref) or (load_function(ref, str(ctx.base_dir)) if ":" in ref else None)
     if build is None:
         raise ConfigError(f"{stage.where}: unknown model {ref!r}.{did_you_mean(ref, PRESETS)} "
@@ -335,31 +361,31 @@ class _AuditCallback:
         return AuditCallback()
 
 
-def _validate(stage: StageSpec, base_dir: Path) -> None:
-    p = SPEC.params_with_defaults(stage)
-    if not isinstance(p["epochs"], int) or p["epochs"] < 1:
-        raise ConfigError(f"{stage.where}: `epochs` must be a positive integer.")
-    ref = p["model"]
-    if ref not in PRESETS and ":" not in str(ref):
-        raise ConfigError(f"{stage.where}: unknown model {ref!r}.{did_you_mean(str(ref), PRESETS)}"
-                          f" Use a preset ({', '.join(PRESETS)}) or 'module:function'.")
-    if ":" in str(ref):
-        load_function(ref, str(base_dir))
+def _validate(stage: StageSpec[TrainParams], base_dir: Path) -> None:
+    if ":" in stage.params.model:
+        try:
+            load_function(stage.params.model, str(base_dir))
+        except ConfigError as exc:
+            raise ConfigError(f"{stage.where}: {exc}") from exc
 
 
-PARAMETERS: dict[str, Any] = {
-    "model": REQUIRED,  # a preset name or "module:function" (see components/models.py)
-    "label": None,  # defaults to the batching stage's label (which batching needs for windows)
-    "epochs": 10,
-    "learning_rate": 1e-3,
-    "seed": 0,  # weights initialization and any randomness in training
-    "cpu_replicas": None,  # N > 1: mirror over N logical CPU devices when there is no GPU
-    # Normalization statistics (and the class count) come from the first N train records, so
-    # that training can start before the rest has arrived; the whole split if it is smaller.
-    "stats_records": 100_000,
-    "num_classes": None,  # classification: default 1 + the largest label in those records
-}
+def verify_audit(run: Path, manifest: dict[str, Any], problems: list[str]) -> None:
+    """`seqline verify`: every epoch's digest, recomputed from the plan and the stored records.
 
-SPEC = ComponentSpec("train", "driver", PARAMETERS, _validate, run_stage,
-                     doc="A batching plan -> a trained Keras model with an order audit.",
-                     live=True)
+    The examples of each epoch are derived again from the batching plan and the records (seq
+    read from the shards), so an epoch that does not match what the model was fed shows here.
+    """
+    try:
+        batches = load_batches(run, plan_of(read_manifest(run / manifest["input"])))
+    except SeqlineError as exc:
+        problems.append(f"audit: cannot rebuild the batches: {exc}")
+        return
+    for epoch in manifest["epochs"]:
+        if seq_digest(batches.example_seq("train", epoch["epoch"])) != epoch["seq_digest"]:
+            problems.append(f"audit: epoch {epoch['epoch']} fed the model a seq stream "
+                            "that differs from the train split recomputed from the records")
+
+
+SPEC = ComponentSpec("train", TrainParams, run_stage, reads="plan", writes="model", live=True,
+                     validate=_validate, verify=verify_audit,
+                     doc="A batching plan -> a trained Keras model with an order audit.")

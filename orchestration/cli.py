@@ -29,9 +29,11 @@ __all__ = ["app"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="seqline: an ML pipeline that keeps every record in source order.")
-# At least 120 columns, so the stage table stays readable when piped or in CI logs.
-out = Console(width=max(Console().width, 120))
-err = Console(stderr=True)
+# On a terminal, rich fits tables to it. Piped or in a CI log, nothing is cut or wrapped:
+# tables take their natural width and a message stays on one line, so grep finds it.
+out = Console() if Console().is_terminal else Console(width=10_000, soft_wrap=True)
+err = Console(stderr=True) if Console(stderr=True).is_terminal \
+    else Console(stderr=True, width=10_000, soft_wrap=True)
 
 # The one place seqline reads its environment: the default artifact root.
 DEFAULT_ROOT = Path(os.environ.get("SEQLINE_ROOT", ".seqline"))
@@ -107,7 +109,7 @@ def run(
 def _print_evaluations(reports: list[StageReport]) -> None:
     """Each evaluate stage's metrics and blessing, as the run's result."""
     for report in reports:
-        if report.component != "evaluate" or report.path is None:
+        if COMPONENTS[report.component].writes != "evaluation" or report.path is None:
             continue
         m = read_manifest(report.path)
         metrics = ", ".join(f"{k} {v:.4g}" for k, v in m["metrics"].items())

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,15 @@ from seqline.components import COMPONENTS
 from seqline.components.tfrecords import schema_from_text, schema_to_text
 from seqline.orchestration.line import AssemblyLine, Belt
 from seqline.orchestration.runners import Runner
+from seqline.orchestration.wiring import Wiring, wire
 from seqline.pipeline.artifacts import MANIFEST, StageArtifact, read_manifest, run_dir
 from seqline.pipeline.audit import SeqDigest
 from seqline.pipeline.blocks import Block, recut, seq_of
 from seqline.pipeline.deadletters import DeadLetterFile
 from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.feed import ShardFeed
-from seqline.pipeline.specs import PipelineSpec, StageContext, StageSpec
-from seqline.pipeline.stage import BlockResult, Counts
+from seqline.pipeline.specs import PipelineSpec, StageContext, StageResult, StageSpec
+from seqline.pipeline.stage import BlockResult, Counts, MapTask
 
 __all__ = ["StageReport", "run_pipeline"]
 
@@ -88,43 +88,22 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
               "workers": runner.workers, "window": runner.window, "queue": queue,
               "started_at": _now()}
     _write_run(folder, {**record, "status": "running"})
+    done = {s.name for s in spec.stages if resume and (folder / s.name / MANIFEST).exists()}
     line = AssemblyLine()
     reports: list[StageReport] = []
     artifacts: dict[str, StageArtifact] = {}
-    belts: dict[str, Belt] = {}  # a stage's output, when the next stage takes it as it comes
+    shared = _Run(folder, runner, line, progress, queue)
     try:
-        for i, stage in enumerate(spec.stages):
-            previous = spec.stages[i - 1].name if i else None
-            source = stage.inputs[0] if stage.inputs else previous
-            component = COMPONENTS[stage.component]
-            report = StageReport(stage.name, stage.component, source=source)
+        for wiring in wire(spec, COMPONENTS, overlap=overlap, committed=done):
+            stage = spec.stage(wiring.stage)
+            report = StageReport(stage.name, stage.component, source=wiring.source)
             reports.append(report)
-            if resume and (folder / stage.name / MANIFEST).exists():
+            if wiring.reused:
                 _reuse(report, folder / stage.name, line)
                 continue
             artifact = artifacts[stage.name] = StageArtifact(root, run_id, stage.name)
-            feed = ShardFeed(stage.name, artifact.path, component.params_with_defaults(
-                stage).get("compression", "gzip"), HOLD_BYTES) if component.writes_records \
-                else None
-            line.add_stage(stage.name, feed)
-            inputs = None
-            if source is not None and (component.kind != "driver" or _takes_blocks(stage)):
-                inputs = belts.pop(source, None) or line.blocks_of(source, stage.name)
-            output = None
-            if _taken_as_it_comes(spec, i) and (overlap or component.kind == "source"):
-                output = belts[stage.name] = Belt(queue, line.stop)
-            after = None if overlap or isinstance(inputs, Belt) or not previous else previous
-            if component.kind == "driver":
-                context = StageContext(folder, artifact.path, source, spec.base_dir, spec.name,
-                                       blocks=inputs, announce=line.announce(stage.name),
-                                       line=line if component.live else None)
-                earlier = [s.name for s in spec.stages[:i]]
-                work = partial(_run_driver, stage, context, artifact, report, runner, progress,
-                               line, earlier)
-            else:
-                work = partial(_run_data_stage, stage, spec.base_dir, runner, inputs, output,
-                               feed, artifact, report, progress, line)
-            line.start(stage.name, work, after=after)
+            work = _stage_work(spec, stage, wiring, shared, artifact, report)
+            line.start(stage.name, work, after=wiring.after)
         line.join([s.name for s in spec.stages])
     except BaseException as exc:
         line.stop.set()
@@ -141,19 +120,42 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
     return reports
 
 
-def _takes_blocks(stage: StageSpec) -> bool:
-    """A driver that consumes its input's records as they stream past (batching)."""
-    return stage.component == "batching"
+@dataclass(frozen=True)
+class _Run:
+    """What every stage of one run shares: its folder, the engine, the line and the belts."""
+
+    folder: Path
+    runner: Runner
+    line: AssemblyLine
+    progress: Progress | None
+    queue: int
+    belts: dict[str, Belt] = field(default_factory=dict)  # by the stage that fills it
 
 
-def _taken_as_it_comes(spec: PipelineSpec, i: int) -> bool:
-    """Whether stage i's blocks go straight to the next stage (it reads them and needs them)."""
-    if i + 1 >= len(spec.stages) or COMPONENTS[spec.stages[i].component].kind == "driver":
-        return False
-    after = spec.stages[i + 1]
-    reads = after.inputs[0] if after.inputs else spec.stages[i].name
-    return reads == spec.stages[i].name and (
-        COMPONENTS[after.component].kind == "map" or _takes_blocks(after))
+def _stage_work(spec: PipelineSpec, stage: StageSpec[Any], wiring: Wiring, run: _Run,
+                artifact: StageArtifact, report: StageReport) -> Callable[[], Path]:
+    """The stage's work for its thread, its input and output connected as `wiring` says."""
+    component = COMPONENTS[stage.component]
+    compression = getattr(stage.params, "compression", "gzip")
+    feed = ShardFeed(stage.name, artifact.path, compression, HOLD_BYTES) \
+        if component.stores_records else None
+    run.line.add_stage(stage.name, feed)
+    inputs: Iterator[Block] | None = None
+    if wiring.takes == "belt":
+        inputs = run.belts.pop(wiring.source or "")
+    elif wiring.takes == "feed":
+        inputs = run.line.blocks_of(wiring.source or "", stage.name)
+    output = run.belts[stage.name] = Belt(run.queue, run.line.stop) if wiring.gives_belt \
+        else None
+    if component.runs_on == "workers" or component.reads == "files":
+        return lambda: _run_data_stage(stage, spec.base_dir, run, inputs, output, feed,
+                                       artifact, report)
+    context = StageContext(run.folder, artifact.path, wiring.source or "", spec.base_dir,
+                           spec.name, blocks=inputs, announce=run.line.announce(stage.name),
+                           line=run.line if wiring.follows_line else None)
+    earlier = [s.name for s in spec.stages[:spec.stages.index(stage)]] \
+        if wiring.waits_for_all else []
+    return lambda: _run_driver(stage, context, artifact, report, run, earlier)
 
 
 def _open_run(folder: Path, run_id: str, resume: bool) -> Path:
@@ -183,68 +185,65 @@ def _reuse(report: StageReport, stage_dir: Path, line: AssemblyLine) -> None:
     line.mark_committed(report.stage, stage_dir)
 
 
-def _run_data_stage(stage: StageSpec, base_dir: Path, runner: Runner,
+def _run_data_stage(stage: StageSpec[Any], base_dir: Path, run: _Run,
                     inputs: Iterator[Block] | None, output: Belt | None, feed: ShardFeed | None,
-                    artifact: StageArtifact, report: StageReport, progress: Progress | None,
-                    line: AssemblyLine) -> Path:
+                    artifact: StageArtifact, report: StageReport) -> Path:
     """One source or map stage on its thread: produce, account, pass blocks on, commit."""
     report.started = time.time()
 
     def waits() -> tuple[float, float]:
         waited_in = inputs.waited_get if isinstance(inputs, Belt) \
-            else line.feed_waits.get(stage.name, 0.0)
+            else run.line.feed_waits.get(stage.name, 0.0)
         return waited_in, output.waited_put if output is not None else 0.0
 
-    produced = _produce(stage, base_dir, runner, inputs, artifact.path)
-    for block in _track(stage, produced, artifact, report, runner, progress, feed, waits):
+    produced = _produce(stage, base_dir, run.runner, inputs, artifact.path)
+    for block in _track(stage, produced, artifact, report, run.runner, run.progress, feed,
+                        waits):
         if output is not None:
             output.put(block)
     if output is not None:
         output.close()
-    return report.path
+    return artifact.final
 
 
-def _run_driver(stage: StageSpec, context: StageContext, artifact: StageArtifact,
-                report: StageReport, runner: Runner, progress: Progress | None,
-                line: AssemblyLine, earlier: list[str]) -> Path:
+def _run_driver(stage: StageSpec[Any], context: StageContext, artifact: StageArtifact,
+                report: StageReport, run: _Run, earlier: list[str]) -> Path:
     """A driver stage: live ones start at once; others once every stage before has committed."""
     start, report.started = time.perf_counter(), time.time()
-    if context.line is None and context.blocks is None:
-        for name in earlier:
-            line.committed(name)
-        report.waited_input = time.perf_counter() - start
+    for name in earlier:
+        run.line.committed(name)
+    report.waited_input = time.perf_counter() - start
     report.status = "running"
-    if progress:
-        progress(stage.name, report.counts)
-    stored = COMPONENTS[stage.component].executor(stage, context)
-    records = stored.pop("records_in", 0)
-    report.counts = Counts(records_in=records, records_out=records)
+    if run.progress:
+        run.progress(stage.name, report.counts)
+    result: StageResult = COMPONENTS[stage.component].run(stage, context)
+    report.counts = Counts(records_in=result.records_in, records_out=result.records_in)
     if isinstance(context.blocks, Belt):
         report.waited_input = context.blocks.waited_get
-    elif "input_wait_seconds" in stored:  # train: its steps' wait for batches
-        report.waited_input = stored["input_wait_seconds"]
-    if progress:
-        progress(stage.name, report.counts)
+    elif result.waited_input is not None:  # measured by the stage (train: its steps' wait)
+        report.waited_input = result.waited_input
+    if run.progress:
+        run.progress(stage.name, report.counts)
     report.seconds = time.perf_counter() - start
     report.status = "succeeded"
-    report.path = artifact.commit(_manifest(stage, report, runner, stored))
+    report.path = artifact.commit(_manifest(stage, report, run.runner, result.manifest))
     return report.path
 
 
-def _produce(stage: StageSpec, base_dir: Path, runner: Runner,
+def _produce(stage: StageSpec[Any], base_dir: Path, runner: Runner,
              upstream: Iterator[Block] | None, out_dir: Path) -> Iterator[BlockResult]:
     component = COMPONENTS[stage.component]
-    if component.kind == "source":
-        yield from component.executor(stage, base_dir)
+    if component.reads == "files":
+        yield from component.run(stage, base_dir)
         return
-    task = component.executor(stage, base_dir, out_dir)
+    task: MapTask = component.run(stage, base_dir, out_dir)
     blocks = upstream or iter(())
     if task.input_records:
         blocks = recut((b.batch for b in blocks), task.input_records)
     yield from runner.map_blocks(task, blocks)
 
 
-def _track(stage: StageSpec, produced: Iterator[BlockResult], artifact: StageArtifact,
+def _track(stage: StageSpec[Any], produced: Iterator[BlockResult], artifact: StageArtifact,
            report: StageReport, runner: Runner, progress: Progress | None,
            feed: ShardFeed | None, waits: Callable[[], tuple[float, float]]) -> Iterator[Block]:
     """Pass non-empty blocks on, renumbered densely; account for everything; commit at the end."""
@@ -278,7 +277,7 @@ class _StageOutput:
     shard descriptions are kept in block order, which is seq order.
     """
 
-    def __init__(self, stage: StageSpec, folder: Path, feed: ShardFeed | None) -> None:
+    def __init__(self, stage: StageSpec[Any], folder: Path, feed: ShardFeed | None) -> None:
         self.stage, self.feed = stage, feed
         self.component = COMPONENTS[stage.component]
         self.digest = SeqDigest()
@@ -324,11 +323,10 @@ class _StageOutput:
             self.stage.errors.check_final(self.stage.name, self.dead.count, counts.records_in,
                                           self.dead.first)
         stored: dict[str, Any] = {"seq_digest": self.digest.hexdigest(), "dead_letters": dead}
-        if self.component.writes_records:
-            params = self.component.params_with_defaults(self.stage)
+        if self.component.stores_records:
             stored |= {
                 "format": "tfrecord",
-                "compression": params["compression"],
+                "compression": self.stage.params.compression,
                 "schema": schema_to_text(self.schema) if self.schema else None,
                 "features": {f.name: str(f.type) for f in self.schema or []},
                 "shards": self.shards,
@@ -340,7 +338,7 @@ def _describe(schema: pa.Schema) -> str:
     return ", ".join(f"{f.name}: {f.type}" for f in schema)
 
 
-def _manifest(stage: StageSpec, report: StageReport, runner: Runner,
+def _manifest(stage: StageSpec[Any], report: StageReport, runner: Runner,
               stored: dict[str, Any]) -> dict[str, Any]:
     return {
         "stage": stage.name,
@@ -352,12 +350,12 @@ def _manifest(stage: StageSpec, report: StageReport, runner: Runner,
         "seq_max": report.seq_max,
         **stored,
         "input": report.source,
-        "errors": asdict(stage.errors) if stage.errors else None,
+        "errors": stage.errors.model_dump() if stage.errors else None,
         "seconds": round(report.seconds, 4),
         "waited": {"input": round(report.waited_input, 4),
                    "output": round(report.waited_output, 4)},
         "timeline": {"started": report.started, "finished": time.time()},
-        "params": dict(stage.params),
+        "params": stage.params.model_dump(mode="json"),
         "runner": {"name": runner.name, "workers": runner.workers, "window": runner.window},
         "committed_at": _now(),
     }

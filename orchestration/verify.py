@@ -17,7 +17,7 @@ from seqline.pipeline.artifacts import read_manifest, run_dir
 from seqline.pipeline.audit import seq_digest
 from seqline.pipeline.blocks import SEQ, seq_of
 from seqline.pipeline.deadletters import DEAD_LETTERS
-from seqline.pipeline.errors import ConfigError, SeqlineError
+from seqline.pipeline.errors import ConfigError
 
 __all__ = ["StageCheck", "verify_run"]
 
@@ -92,12 +92,14 @@ def _check_stage(stage_dir: Path, m: dict[str, Any], upstream: np.ndarray | None
     check.dead_letters = len(dead)
     if m.get("format") == "tfrecord":
         seq = _check_shards(stage_dir, m, problems)
-    elif COMPONENTS[m["component"]].kind == "source":  # seq is the rank among all records read
+    elif COMPONENTS[m["component"]].reads == "files":  # seq: the rank among all records read
         keep = np.ones(m["records_in"], bool)
         keep[dead[(dead >= 0) & (dead < len(keep))]] = False
         seq = np.flatnonzero(keep).astype(np.int64)
     else:
-        _check_training_audit(stage_dir.parent, m, problems)
+        hook = COMPONENTS[m["component"]].verify
+        if hook is not None:
+            hook(stage_dir.parent, m, problems)
         return None
     if seq is None:
         return None
@@ -217,36 +219,3 @@ def _within(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
     found = at < len(ordered)
     found[found] = ordered[at[found]] == values[found]
     return found
-
-
-def _check_training_audit(run: Path, m: dict[str, Any], problems: list[str]) -> None:
-    """Batching's split digests and train's per-epoch digests, recomputed from the records.
-
-    The examples of each split and epoch are derived again from the plan and the stored
-    records (seq read from the shards), so a plan, a shard or an epoch that does not match what
-    the model was fed shows here.
-    """
-    if m["component"] == "batching":
-        batches = _batches(run, m, problems)
-        for split in ("train", "eval"):
-            if batches and seq_digest(batches.example_seq(split)) != m[split]["seq_digest"]:
-                problems.append(f"audit: the {split} split recomputed from "
-                                f"{m['plan']['source']!r} is not the one planned")
-    elif m["component"] == "train":
-        batching = read_manifest(run / m["input"])
-        batches = _batches(run, batching, problems)
-        for epoch in m["epochs"] if batches else []:
-            expected = seq_digest(batches.example_seq("train", epoch["epoch"]))
-            if expected != epoch["seq_digest"]:
-                problems.append(f"audit: epoch {epoch['epoch']} fed the model a seq stream "
-                                "that differs from the train split recomputed from the records")
-
-
-def _batches(run: Path, batching: dict[str, Any], problems: list[str]) -> Any:
-    from seqline.components.batching import load_batches, plan_of
-
-    try:
-        return load_batches(run, plan_of(batching))
-    except SeqlineError as exc:
-        problems.append(f"audit: cannot rebuild the batches: {exc}")
-        return None

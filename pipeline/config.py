@@ -2,27 +2,65 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import ConfigError
-from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec, did_you_mean
+from seqline.pipeline.params import PARAMS_CONFIG, FieldLines, describe_errors, did_you_mean
+from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec
 
-__all__ = ["load_pipeline", "parse_pipeline"]
+__all__ = ["PipelineFile", "StageEntry", "build_pipeline", "load_pipeline", "make_stage",
+           "parse_pipeline"]
 
-STAGE_KEYS = ("name", "component", "params", "inputs", "errors")
-PIPELINE_KEYS = ("name", "stages", "errors")
+
+def _listed(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+def _mapping(value: Any) -> Any:
+    return {} if value is None else value  # `params:` with nothing under it
+
+
+class StageEntry(BaseModel):
+    """One entry of `stages:`; its `params` are checked by the component's own model."""
+
+    model_config = PARAMS_CONFIG
+
+    name: str = Field(min_length=1, description="Unique in the file; names the artifact folder.")
+    component: str = Field(description="ingest, tfrecord_write, preprocess, batching, train or "
+                                       "evaluate.")
+    params: Annotated[dict[str, Any], BeforeValidator(_mapping)] = Field(default_factory=dict)
+    inputs: Annotated[list[str], BeforeValidator(_listed)] = Field(
+        default_factory=list, description="The earlier stage whose stored records this stage "
+                                          "reads; default: the stage before it.")
+    errors: ErrorBudget | None = Field(None, description="This stage's error budget; default: "
+                                                         "the file's.")
+    cache: bool = Field(True, description="false: always recompute this stage.")
+
+
+class PipelineFile(BaseModel):
+    """A pipeline file: its name, its stages in order, and a default error budget."""
+
+    model_config = PARAMS_CONFIG
+
+    name: str | None = Field(None, description="Default: the file's name without .yaml.")
+    stages: list[dict[str, Any]] = Field(min_length=1, description="The stages, in order.")
+    errors: ErrorBudget | None = Field(None, description=(
+        "Bad records a stage may set aside as dead letters; default: none (the first fails "
+        "the run)."))
 
 
 def load_pipeline(path: Path | str, components: Mapping[str, ComponentSpec]) -> PipelineSpec:
     """Read and validate a pipeline file against the components that exist.
 
     Raises:
-        ConfigError: with the file, the line where it helps, what was expected and the fix.
+        ConfigError: with the file, the line, the stage and the field, what was expected,
+            what was found and the fix.
     """
     path = Path(path)
     try:
@@ -36,6 +74,68 @@ def load_pipeline(path: Path | str, components: Mapping[str, ComponentSpec]) -> 
 def parse_pipeline(text: str, base_dir: Path, components: Mapping[str, ComponentSpec],
                    *, source: str = "<pipeline>") -> PipelineSpec:
     """Parse pipeline YAML; `base_dir` is where relative paths and user modules are found."""
+    data, lines = _read_yaml(text, source)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping with `name:` and a non-empty list "
+                          "`stages:`; see the README for a pipeline file.")
+    top = _validated(PipelineFile, data, source, lines, source)
+    stages = [_stage(raw, i, lines, source, top.errors, components)
+              for i, raw in enumerate(top.stages)]
+    return build_pipeline(top.name or Path(source).stem, stages, base_dir, components,
+                          source=source, errors=top.errors)
+
+
+def make_stage(name: str, component: str, params: Mapping[str, Any] | BaseModel | None,
+               components: Mapping[str, ComponentSpec], *, where: str | None = None,
+               lines: FieldLines | None = None, **fields: Any) -> StageSpec[Any]:
+    """A stage with its parameters checked by its component's model.
+
+    Raises:
+        ConfigError: unknown component (with "did you mean"), or bad parameters.
+    """
+    where = where or f"stage {name!r}"
+    spec = components.get(component)
+    if spec is None:
+        raise ConfigError(f"{where}: unknown component {component!r}."
+                          f"{did_you_mean(component, components)} Components: "
+                          f"{', '.join(components)}.")
+    if isinstance(params, BaseModel):
+        if not isinstance(params, spec.params):
+            raise ConfigError(f"{where}: component {component!r} takes "
+                              f"{spec.params.__name__}, not {type(params).__name__}.")
+        typed = params
+    else:
+        typed = spec.params.model_validate(dict(params or {}),
+                                           context={"where": where, "lines": lines or {}})
+    return StageSpec(name, component, typed, **fields)
+
+
+def build_pipeline(name: str, stages: Sequence[StageSpec[Any]], base_dir: Path,
+                   components: Mapping[str, ComponentSpec], *, source: str = "<pipeline>",
+                   errors: ErrorBudget | None = None) -> PipelineSpec:
+    """Check the stages as a whole (names, inputs, order) and against the world.
+
+    Shared by pipeline files and the Python API, so both give the same messages.
+    """
+    _check_names(stages, source)
+    spec = PipelineSpec(name, tuple(stages), Path(base_dir), errors)
+    for stage in spec.stages:
+        component = components[stage.component]
+        if (component.reads == "files") != (stage is spec.stages[0]):
+            raise ConfigError(
+                f"{source}: {stage.where}: component {stage.component!r} "
+                + ("reads files, so it must be the first stage." if component.reads == "files"
+                   else "needs input blocks: put an `ingest` stage first."))
+        if component.validate:
+            try:
+                component.validate(stage, spec.base_dir)
+            except ConfigError as exc:
+                raise ConfigError(f"{source}: {exc}") from exc
+        _check_inputs(spec, stage, components, source)
+    return spec
+
+
+def _read_yaml(text: str, source: str) -> tuple[Any, dict[tuple[str, ...], int]]:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -44,41 +144,51 @@ def parse_pipeline(text: str, base_dir: Path, components: Mapping[str, Component
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{source}: malformed YAML{where}: {exc.problem}. "
                           "Fix the syntax there (indentation, a missing ':' or quote).") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("stages"), list) or not data["stages"]:
-        raise ConfigError(f"{source}: expected a mapping with `name:` and a non-empty list "
-                          "`stages:`; see the README for a pipeline file.")
-    for key in data:
-        if key not in PIPELINE_KEYS:
-            raise ConfigError(f"{source}: unknown top-level key {key!r}."
-                              f"{did_you_mean(str(key), list(PIPELINE_KEYS))} A pipeline file "
-                              f"has: {', '.join(PIPELINE_KEYS)}.")
-    default_budget = ErrorBudget.parse(data.get("errors"), f"{source}: errors")
-    lines = _stage_lines(root)
-    stages = tuple(_stage(raw, i, lines, source, default_budget)
-                   for i, raw in enumerate(data["stages"]))
-    _check_names(stages, source)
-    spec = PipelineSpec(str(data.get("name") or Path(source).stem), stages, base_dir)
-    for stage in spec.stages:
-        component = components.get(stage.component)
-        if component is None:
-            raise ConfigError(
-                f"{source}: {stage.where}: unknown component {stage.component!r}."
-                f"{did_you_mean(stage.component, components)} Components: "
-                f"{', '.join(components)}.")
-        if (component.kind == "source") != (stage is spec.stages[0]):
-            raise ConfigError(
-                f"{source}: {stage.where}: component {stage.component!r} "
-                + ("reads files, so it must be the first stage." if component.kind == "source"
-                   else "needs input blocks: put an `ingest` stage first."))
-        if component.validate:
-            component.validate(stage, base_dir)
-        else:
-            component.params_with_defaults(stage)
-        _check_inputs(spec, stage, components, source)
-    return spec
+    lines: dict[tuple[str, ...], int] = {}
+    _key_lines(root, (), lines)
+    return data, lines
 
 
-def _check_inputs(spec: PipelineSpec, stage: StageSpec,
+def _key_lines(node: yaml.Node | None, path: tuple[str, ...],
+               lines: dict[tuple[str, ...], int]) -> None:
+    """Record the 1-based line of every key and list item, by its path of names and indices."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            lines[(*path, str(key.value))] = key.start_mark.line + 1
+            _key_lines(value, (*path, str(key.value)), lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[(*path, str(i))] = item.start_mark.line + 1
+            _key_lines(item, (*path, str(i)), lines)
+
+
+def _validated(model: type[BaseModel], data: Any, where: str, lines: FieldLines,
+               source: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_errors(exc, model, where, lines)) from None
+
+
+def _stage(raw: Any, i: int, lines: dict[tuple[str, ...], int], source: str,
+           default_budget: ErrorBudget | None,
+           components: Mapping[str, ComponentSpec]) -> StageSpec[Any]:
+    line = lines.get(("stages", str(i)))
+    prefix = ("stages", str(i))
+    own = {k[2:]: v for k, v in lines.items() if k[:2] == prefix}
+    where = f"{source}: stage #{i + 1}" + (f" (line {line})" if line else "")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping with `name:` and `component:`.")
+    entry = _validated(StageEntry, raw, where, own, source)
+    where = f"{source}: stage {entry.name!r}" + (f" (line {line})" if line else "")
+    params_lines = {k[1:]: v for k, v in own.items() if k[:1] == ("params",)}
+    return make_stage(entry.name, entry.component, entry.params, components, where=where,
+                      lines=params_lines, inputs=tuple(entry.inputs), line=line,
+                      errors=entry.errors if "errors" in raw else default_budget,
+                      cache=entry.cache)
+
+
+def _check_inputs(spec: PipelineSpec, stage: StageSpec[Any],
                   components: Mapping[str, ComponentSpec], source: str) -> None:
     """A stage reads the stage before it (streamed) or an earlier stage's stored records."""
     if not stage.inputs:
@@ -88,7 +198,7 @@ def _check_inputs(spec: PipelineSpec, stage: StageSpec,
                           "one input. Merge inputs in ingest (several `paths`).")
     position = spec.stages.index(stage)
     named = spec.stage(stage.inputs[0])
-    if named is spec.stages[position - 1] or components[named.component].writes_records:
+    if named is spec.stages[position - 1] or components[named.component].stores_records:
         return
     raise ConfigError(
         f"{source}: {stage.where}: reads {named.name!r}, which is not the stage before it and "
@@ -96,32 +206,8 @@ def _check_inputs(spec: PipelineSpec, stage: StageSpec,
         "TFRecords (tfrecord_write, preprocess), or move this stage right after it.")
 
 
-def _stage(raw: Any, i: int, lines: list[int | None], source: str,
-           default_budget: ErrorBudget | None) -> StageSpec:
-    line = lines[i] if i < len(lines) else None
-    where = f"{source}: stage #{i + 1}" + (f" (line {line})" if line else "")
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping with `name:` and `component:`.")
-    for key in raw:
-        if key not in STAGE_KEYS:
-            hint = did_you_mean(str(key), list(STAGE_KEYS))
-            raise ConfigError(f"{where}: unknown key {key!r}.{hint} "
-                              f"A stage has: {', '.join(STAGE_KEYS)}.")
-    for key in ("name", "component"):
-        if not isinstance(raw.get(key), str) or not raw[key]:
-            raise ConfigError(f"{where}: `{key}:` is missing or not a string.")
-    params = raw.get("params") or {}
-    if not isinstance(params, dict):
-        raise ConfigError(f"{where}: `params:` must be a mapping, got {type(params).__name__}.")
-    inputs = raw.get("inputs") or []
-    inputs = [inputs] if isinstance(inputs, str) else inputs
-    budget = ErrorBudget.parse(raw["errors"], f"{where}: errors") if "errors" in raw \
-        else default_budget
-    return StageSpec(raw["name"], raw["component"], params, tuple(inputs), line, budget)
-
-
-def _check_names(stages: tuple[StageSpec, ...], source: str) -> None:
-    seen: dict[str, StageSpec] = {}
+def _check_names(stages: Sequence[StageSpec[Any]], source: str) -> None:
+    seen: dict[str, StageSpec[Any]] = {}
     for stage in stages:
         if stage.name in seen:
             raise ConfigError(
@@ -133,13 +219,3 @@ def _check_names(stages: tuple[StageSpec, ...], source: str) -> None:
                     f"{source}: {stage.where}: input {name!r} is not an earlier stage."
                     f"{did_you_mean(name, seen)} Stages run in file order.")
         seen[stage.name] = stage
-
-
-def _stage_lines(root: yaml.Node | None) -> list[int | None]:
-    """1-based line of each stage entry, for messages (composed nodes keep their marks)."""
-    if not isinstance(root, yaml.MappingNode):
-        return []
-    for key, value in root.value:
-        if key.value == "stages" and isinstance(value, yaml.SequenceNode):
-            return [item.start_mark.line + 1 for item in value.value]
-    return []

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from seqline.pipeline.errors import ConfigError, StageError
+from pydantic import BaseModel, Field
+
+from seqline.pipeline.errors import StageError
+from seqline.pipeline.params import PARAMS_CONFIG
 
 __all__ = ["DEAD_LETTERS", "DeadLetter", "DeadLetterFile", "ErrorBudget", "read_dead_letters"]
 
@@ -32,8 +35,7 @@ class DeadLetter:
         return f"{place}seq {self.seq}"
 
 
-@dataclass(frozen=True)
-class ErrorBudget:
+class ErrorBudget(BaseModel):
     """How many bad records a stage may set aside instead of failing the run.
 
     With no budget (the default) the first bad record fails the run, naming it. With one, bad
@@ -43,23 +45,12 @@ class ErrorBudget:
     Example: `errors: {max_fraction: 0.01}` lets 10 bad rows of 1,000 through, not 11.
     """
 
-    max_fraction: float = 0.0
-    max_records: int | None = None
+    model_config = PARAMS_CONFIG
 
-    @classmethod
-    def parse(cls, raw: Any, where: str) -> ErrorBudget | None:
-        if raw is None:
-            return None
-        if not isinstance(raw, Mapping) or set(raw) - {"max_fraction", "max_records"}:
-            raise ConfigError(f"{where}: `errors:` must be a mapping with `max_fraction` "
-                              "(0..1) and optionally `max_records`, e.g. {max_fraction: 0.01}.")
-        fraction, count = raw.get("max_fraction", 0.0), raw.get("max_records")
-        if not isinstance(fraction, int | float) or not 0 <= fraction <= 1:
-            raise ConfigError(f"{where}: errors.max_fraction must be a number from 0 to 1, "
-                              f"got {fraction!r}.")
-        if count is not None and (not isinstance(count, int) or count < 0):
-            raise ConfigError(f"{where}: errors.max_records must be a non-negative integer.")
-        return cls(float(fraction), count)
+    max_fraction: float = Field(0.0, ge=0, le=1, description=(
+        "The share of the stage's input that may be bad, 0 to 1."))
+    max_records: int | None = Field(None, ge=0, description=(
+        "Fail as soon as more than this many records were bad."))
 
     def check_running(self, stage: str, dead: int, first: DeadLetter | None) -> None:
         if self.max_records is not None and dead > self.max_records:

@@ -8,11 +8,25 @@ import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 from seqline.pipeline.errors import ConfigError
 
-__all__ = ["load_function"]
+__all__ = ["FunctionRef", "load_function"]
+
+
+def _module_function(ref: str) -> str:
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError("'module:function', e.g. 'features:add_columns' for add_columns() in "
+                         "features.py beside the pipeline file")
+    return ref
+
+
+FunctionRef = Annotated[str, AfterValidator(_module_function)]
+"""A user function named 'module:function' (checked for its form when parameters load)."""
 
 
 @functools.cache  # workers resolve the same function once per process, not once per block

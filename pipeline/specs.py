@@ -2,34 +2,42 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from pydantic import BaseModel
 
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.deadletters import ErrorBudget
-from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.feed import ShardFeed
+from seqline.pipeline.params import did_you_mean
 
-__all__ = ["REQUIRED", "ComponentSpec", "Line", "PipelineSpec", "StageContext", "StageSpec",
-           "did_you_mean"]
+__all__ = ["ComponentSpec", "Line", "PipelineSpec", "Reads", "StageContext", "StageResult",
+           "StageSpec", "Writes", "did_you_mean"]
 
-REQUIRED = object()
-"""Marks a parameter without a default in `ComponentSpec.parameters`."""
+P = TypeVar("P", bound=BaseModel)
+
+# What a component reads: files (a source), a stream of blocks (the stage before it, or an
+# earlier stage's stored records re-streamed), a batching plan, or a trained model.
+Reads = Literal["files", "stream", "plan", "model"]
+# What it writes: blocks passed on (nothing stored but dead letters), stored TFRecords (also
+# passed on), a plan, a model, an evaluation.
+Writes = Literal["stream", "records", "plan", "model", "evaluation"]
 
 
 @dataclass(frozen=True)
-class StageSpec:
-    """One stage of a pipeline file: a unique name, a component and its parameters."""
+class StageSpec(Generic[P]):
+    """One stage of a pipeline: a unique name, a component and its typed parameters."""
 
     name: str
     component: str
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: P
     inputs: tuple[str, ...] = ()
     line: int | None = None  # 1-based line in the pipeline file, for messages
     errors: ErrorBudget | None = None  # None: the first bad record fails the run
+    cache: bool = True  # False: always recompute, even when an equal stage run is stored
 
     @property
     def where(self) -> str:
@@ -41,10 +49,11 @@ class PipelineSpec:
     """A validated pipeline: its stages in order and the folder user code is imported from."""
 
     name: str
-    stages: tuple[StageSpec, ...]
+    stages: tuple[StageSpec[Any], ...]
     base_dir: Path
+    errors: ErrorBudget | None = None  # the file's top-level budget, for to_yaml
 
-    def stage(self, name: str) -> StageSpec:
+    def stage(self, name: str) -> StageSpec[Any]:
         return next(s for s in self.stages if s.name == name)
 
 
@@ -91,46 +100,50 @@ class StageContext:
 
 
 @dataclass(frozen=True)
-class ComponentSpec:
-    """A component's contract, TFX-style: its parameters and kind, apart from its executor.
+class StageResult:
+    """What a driver stage hands back: its manifest's own entries and its accounting."""
 
-    `kind` says how a runner drives it: a `source` makes blocks, a `map` turns blocks into
-    blocks in parallel, a `driver` runs in the driver on committed artifacts. `validate`
-    checks parameters against the world (files exist, user functions import) when the
-    pipeline is built, before anything runs.
+    manifest: dict[str, Any]
+    records_in: int
+    waited_input: float | None = None  # seconds it waited for input, when it measured them
+
+
+@dataclass(frozen=True)
+class ComponentSpec(Generic[P]):
+    """A component's contract, TFX-style: parameters, what it reads and writes, where it runs.
+
+    The executor, `verify` and the CLI learn everything they need here, never from a
+    component's name. `run` is the engine-agnostic work:
+    - reads "files": `run(stage, base_dir) -> Iterator[BlockResult]` (on the driver);
+    - runs on workers: `run(stage, base_dir, out_dir) -> MapTask` that a runner ships to its
+      workers, which write the stage's shards into out_dir;
+    - otherwise a driver stage: `run(stage, StageContext) -> StageResult`.
+    `validate` checks the typed parameters against the world (files exist, user functions
+    import) when the pipeline is built. `verify(run_dir, manifest, problems)` re-derives what
+    the stage claims from the stored records (`seqline verify`). `version` changes when the
+    component's output for the same input changes: it is part of every cache key.
     """
 
     name: str
-    kind: Literal["source", "map", "driver"]
-    parameters: Mapping[str, Any]
-    validate: Callable[[StageSpec, Path], None] | None = None
-    # The engine-agnostic work: a source's read_blocks(stage, base_dir) -> Iterator[BlockResult],
-    # a map's make_task(stage, base_dir, out_dir) -> MapTask that a runner ships to its
-    # workers, which write the stage's files into out_dir; a driver's
-    # run_stage(stage, StageContext) -> dict of results for its manifest.
-    executor: Callable[..., Any] | None = None
-    doc: str = ""
-    writes_records: bool = False  # its artifact holds its output records (TFRecord shards)
-    # A driver that runs alongside the stages before it (batching, train) rather than after
-    # they have all committed; it gets `StageContext.blocks` / `.line` to do so.
+    params: type[P]
+    run: Callable[..., Any]
+    reads: Reads
+    writes: Writes
+    runs_on: Literal["driver", "workers"] = "driver"
+    # Starts alongside the stages before it (batching takes the stream as it passes, train
+    # follows the stored shards) instead of once they have all committed.
     live: bool = False
+    validate: Callable[[StageSpec[P], Path], None] | None = None
+    verify: Callable[[Path, dict[str, Any], list[str]], None] | None = None
+    version: str = "1"
+    doc: str = ""
 
-    def params_with_defaults(self, stage: StageSpec) -> dict[str, Any]:
-        """The stage's parameters, checked for unknown or missing names, with defaults filled."""
-        for key in stage.params:
-            if key not in self.parameters:
-                raise ConfigError(
-                    f"{stage.where}: component {self.name!r} has no parameter {key!r}."
-                    f"{did_you_mean(key, self.parameters)} Its parameters: "
-                    f"{', '.join(sorted(self.parameters))}.")
-        missing = [k for k, v in self.parameters.items() if v is REQUIRED and k not in stage.params]
-        if missing:
-            raise ConfigError(
-                f"{stage.where}: component {self.name!r} needs parameter(s) "
-                f"{', '.join(missing)}; add them under `params:`.")
-        return {k: stage.params.get(k, v) for k, v in self.parameters.items()}
+    @property
+    def stores_records(self) -> bool:
+        """Its artifact holds its output records (TFRecord shards) that later stages can read."""
+        return self.writes == "records"
 
-
-def did_you_mean(word: str, choices: Mapping[str, Any] | list[str]) -> str:
-    hint = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" Did you mean {hint[0]!r}?" if hint else ""
+    @property
+    def takes_stream(self) -> bool:
+        """It consumes blocks as the stage before it passes them on."""
+        return self.reads == "stream"

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 
 from seqline.components import preprocess, tfrecords
+from seqline.components import stage as new_stage
 from seqline.pipeline.blocks import SEQ, to_blocks
 from seqline.pipeline.errors import StageError
-from seqline.pipeline.specs import StageSpec
 from tests.conftest import USERFNS
 
 pytestmark = pytest.mark.integration
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 def _task(fn: str, **kwargs):
     """The preprocess task without its shard writer: this suite is about the runners' contract
     (the example pipeline's tests cover shards written by every runner's workers)."""
-    task = preprocess.make_task(StageSpec("features", "preprocess",
+    task = preprocess.make_task(new_stage("features", "preprocess", 
                                           {"fn": fn, "fn_kwargs": kwargs}), USERFNS, USERFNS)
     return dataclasses.replace(task, sink=None)
 
@@ -54,7 +54,7 @@ def test_runner_skewed_latency_output_is_complete_and_strictly_ascending(runner_
 def test_runner_workers_write_shards_that_read_back_in_seq_order(runner_factory, tmp_path):
     """Shards are written by the workers, under skewed latency: listed in result order they
     hold every seq once, ascending, with the worker's output values."""
-    task = preprocess.make_task(StageSpec("features", "preprocess", {
+    task = preprocess.make_task(new_stage("features", "preprocess", {
         "fn": "latency:skewed", "fn_kwargs": {"base_ms": 3, "seed": 11}}), USERFNS, tmp_path)
     results, _ = _collect(runner_factory(workers=2), task, _blocks(3000, 50))
     schema = results[0].batch.schema

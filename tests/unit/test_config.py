@@ -36,23 +36,27 @@ def test_load_pipeline_reads_stages_in_order(folder):
 
 BAD = [
     ("stages: [\n  {name: a,\n", r"malformed YAML at line 3"),
-    ("name: t\n", r"non-empty list `stages:`"),
+    ("name: t\n", r"p.yaml, key stages: a required key is missing"),
     (GOOD.replace("component: preprocess", "component: preproces"),
      r"unknown component 'preproces'. Did you mean 'preprocess'\?"),
     (GOOD.replace("in.csv", "missing.csv"), r"input file 'missing.csv' not found"),
     (GOOD.replace("name: features", "name: read"), r"duplicate stage name 'read'.*line 6"),
     (GOOD.replace("fns:f", "fns:g"), r"has no function 'g'"),
     (GOOD.replace("fns:f", "nomodule:f"), r"no module 'nomodule'"),
-    (GOOD.replace("fns:f", "fns.f"), r"not of the form 'module:function'"),
-    (GOOD.replace("format: csv", "format: cvs"), r"unknown format 'cvs'. Did you mean 'csv'\?"),
-    (GOOD.replace("{fn: ", "{batch_size: 3, fn: "), r"no parameter 'batch_size'"),
+    (GOOD.replace("fns:f", "fns.f"), r"parameter fn \(line 8\): expected 'module:function'"),
+    (GOOD.replace("format: csv", "format: cvs"),
+     r"stage 'read' \(line 3\), parameter format \(line 5\): expected 'csv', 'jsonl', "
+     r"'parquet' or 'tfrecord', found 'cvs'. Did you mean 'csv'\?"),
+    (GOOD.replace("{fn: ", "{batch_size: 3, fn: "),
+     r"parameter batch_size \(line 8\): unknown parameter. Known: batch_format"),
     (GOOD.replace("params: {fn", "inputs: [nope]\n    params: {fn"), r"input 'nope' is not an"),
-    (GOOD + "  - name: t\n    component: train\n", r"component 'train' needs parameter\(s\) model"),
+    (GOOD + "  - name: t\n    component: train\n",
+     r"stage 't' \(line 9\), parameter model: a required parameter is missing"),
     (GOOD + "  - name: again\n    component: preprocess\n    inputs: read\n"
             "    params: {fn: \"fns:f\"}\n",
      r"reads 'read', which is not the stage before it and keeps no records"),
     (GOOD.replace("component: ingest", "component: ingest\n    colour: red"),
-     r"unknown key 'colour'"),
+     r"stage #1 \(line 3\), key colour \(line 5\): unknown key. Known: cache, component"),
 ]
 
 

@@ -4,10 +4,11 @@ import json
 
 import pytest
 
+from seqline.components import stage as new_stage
 from seqline.components.evaluate import _bless
-from seqline.pipeline.specs import StageContext, StageSpec
+from seqline.pipeline.specs import StageContext
 
-STAGE = StageSpec("evaluation", "evaluate")
+STAGE = new_stage("evaluation", "evaluate")
 
 
 def _past_run(root, run_id, pipeline, mae, blessed, committed):

@@ -10,17 +10,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from seqline.components import ingest, tfrecords
+from seqline.components import stage as new_stage
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import StageError
-from seqline.pipeline.specs import StageSpec
 
 CSV = "day,temp\n1,10.5\n2,11.0\n3,9.5\n"
 BUDGET = ErrorBudget(max_fraction=0.5)
 
 
 def _read(folder, paths, fmt="csv", errors=None, **params):
-    stage = StageSpec("read", "ingest", {"format": fmt, "paths": paths, **params}, errors=errors)
+    stage = new_stage("read", "ingest", {"format": fmt, "paths": paths, **params}, errors=errors)
     results = list(ingest.read_blocks(stage, folder))
     table = pa.Table.from_batches([r.batch for r in results if r.batch.num_rows])
     letters = [letter for r in results for letter in r.dead_letters]

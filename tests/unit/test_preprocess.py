@@ -8,10 +8,10 @@ import pyarrow as pa
 import pytest
 
 from seqline.components import preprocess
+from seqline.components import stage as new_stage
 from seqline.pipeline.blocks import SEQ, Block
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import StageError
-from seqline.pipeline.specs import StageSpec
 from seqline.pipeline.stage import Counts
 
 FNS = '''
@@ -36,7 +36,7 @@ def folder(tmp_path):
 
 
 def _run(folder, fn, batch_format, **kwargs):
-    stage = StageSpec("p", "preprocess", {"fn": fn, "batch_format": batch_format,
+    stage = new_stage("p", "preprocess", {"fn": fn, "batch_format": batch_format,
                                           "fn_kwargs": kwargs})
     block = Block(0, pa.record_batch({"x": np.arange(4), SEQ: np.arange(100, 104)}))
     result = dataclasses.replace(preprocess.make_task(stage, folder, folder), sink=None)(block)
@@ -81,7 +81,7 @@ def fails_always(batch):
 
 def _failing_task(folder, fn, errors, **kwargs):
     (folder / "failing.py").write_text(FAILING)
-    stage = StageSpec("p", "preprocess", {"fn": f"failing:{fn}", "fn_kwargs": kwargs},
+    stage = new_stage("p", "preprocess", {"fn": f"failing:{fn}", "fn_kwargs": kwargs},
                       errors=errors)
     return dataclasses.replace(preprocess.make_task(stage, folder, folder), sink=None)
 
@@ -100,7 +100,7 @@ def test_preprocess_failing_row_without_budget_fails_naming_its_seq(tmp_path):
 
 
 def test_preprocess_failing_rows_with_budget_become_dead_letters(tmp_path):
-    result = _failing_task(tmp_path, "fails_on", ErrorBudget(0.5), bad=[207, 211])(_block())
+    result = _failing_task(tmp_path, "fails_on", ErrorBudget(max_fraction=0.5), bad=[207, 211])(_block())
     result.raise_if_failed()
     assert result.batch.column(SEQ).to_pylist() == [s for s in range(200, 216)
                                                     if s not in (207, 211)]
@@ -112,7 +112,7 @@ def test_preprocess_failing_rows_with_budget_become_dead_letters(tmp_path):
 
 
 def test_preprocess_function_failing_everywhere_fails_instead_of_dead_lettering(tmp_path):
-    result = _failing_task(tmp_path, "fails_always", ErrorBudget(1.0))(_block())
+    result = _failing_task(tmp_path, "fails_always", ErrorBudget(max_fraction=1.0))(_block())
     with pytest.raises(StageError, match=r"failed on block 3 \(first seq 200\): KeyError"):
         result.raise_if_failed()
 
