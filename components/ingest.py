@@ -35,12 +35,16 @@ def _arrow_type(alias: str) -> str:
     return alias
 
 
+def _listed(value: object) -> object:
+    return [value] if isinstance(value, str) else value  # `paths: data.csv` means one file
+
+
 class IngestParams(StageParams):
     """ingest's parameters: which files, in which format, cut into blocks of how many records."""
 
     format: Literal["csv", "jsonl", "parquet", "tfrecord"] = Field(
         description="The files' format.")
-    paths: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] \
+    paths: Annotated[list[str], BeforeValidator(_listed, json_schema_input_type=list[str] | str)] \
         = Field(min_length=1, description=(
             "Files in order: paths relative to the pipeline file, globs (matches sorted) or "
             "fsspec URLs (s3://, gs://, memory://)."))

@@ -449,7 +449,8 @@ def read_feed(feed: ShardFeed, prefetch: int = 2,
     the GIL) and yielded strictly in order; when the reader catches up with the writer it
     waits for the next shard, and `on_wait` is told how long.
     """
-    shards, done, submitted = [], False, 0
+    shards: list[dict[str, Any]] = []
+    done, submitted = False, 0
     with ThreadPoolExecutor(max(prefetch, 1)) as pool:
         ahead: deque = deque()
         while True:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import secrets
 import sys
 import time
-from datetime import UTC, datetime
 from enum import StrEnum
+from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated
 
@@ -17,8 +15,11 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from seqline.components import COMPONENTS
-from seqline.orchestration.executor import StageReport, run_pipeline
-from seqline.orchestration.runners import make_runner
+from seqline.components.schema import schema_text
+from seqline.orchestration.api import execute
+from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.executor import StageReport
+from seqline.orchestration.runs_cli import runs_app, store_app
 from seqline.orchestration.verify import StageCheck, verify_run
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.config import load_pipeline
@@ -29,14 +30,14 @@ __all__ = ["app"]
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="seqline: an ML pipeline that keeps every record in source order.")
+app.add_typer(runs_app, name="runs")
+app.add_typer(store_app, name="store")
 # On a terminal, rich fits tables to it. Piped or in a CI log, nothing is cut or wrapped:
 # tables take their natural width and a message stays on one line, so grep finds it.
 out = Console() if Console().is_terminal else Console(width=10_000, soft_wrap=True)
 err = Console(stderr=True) if Console(stderr=True).is_terminal \
     else Console(stderr=True, width=10_000, soft_wrap=True)
 
-# The one place seqline reads its environment: the default artifact root.
-DEFAULT_ROOT = Path(os.environ.get("SEQLINE_ROOT", ".seqline"))
 
 
 class RunnerName(StrEnum):
@@ -45,8 +46,24 @@ class RunnerName(StrEnum):
     ray = "ray"
 
 
+class BeamMode(StrEnum):
+    in_memory = "in_memory"
+    multi_threading = "multi_threading"
+    multi_processing = "multi_processing"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(f"seqline {version('seqline')}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    show_version: Annotated[bool, typer.Option(
+        "--version", callback=_show_version, is_eager=True,
+        help="Print the installed version and exit.")] = False,
+) -> None:
     """seqline: an ML pipeline that keeps every record in source order."""
 
 
@@ -55,6 +72,9 @@ def run(
     pipeline: Annotated[Path, typer.Argument(help="The pipeline file (YAML).")],
     runner: Annotated[RunnerName, typer.Option(help="Where map stages run.")] = RunnerName.local,
     root: Annotated[Path, typer.Option(help="Artifact root ($SEQLINE_ROOT).")] = DEFAULT_ROOT,
+    store: Annotated[str | None, typer.Option(
+        help="Run store URL ($SEQLINE_STORE), e.g. postgresql+psycopg://user@host/db; "
+             "default: SQLite at ROOT/seqline.db.")] = DEFAULT_STORE,
     run_id: Annotated[str | None, typer.Option(help="Run id; default: time + random.")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Parallel workers.")] = 2,
     window: Annotated[int | None, typer.Option(
@@ -67,43 +87,51 @@ def run(
                                        "stage's time alone).")] = True,
     ray_address: Annotated[str | None, typer.Option(
         help="Join this Ray cluster instead of starting Ray locally.")] = None,
-    beam_mode: Annotated[str, typer.Option(
-        help="FnApiRunner mode: in_memory, multi_threading or multi_processing.")]
-        = "multi_processing",
+    beam_mode: Annotated[BeamMode, typer.Option(
+        help="The FnApiRunner's mode.")] = BeamMode.multi_processing,
     check: Annotated[bool, typer.Option(
         "--verify/--no-verify", help="End with `seqline verify` of the run (reads every "
                                      "shard back).")] = True,
     resume: Annotated[bool, typer.Option(
         help="Finish the interrupted run --run-id: keep its committed stages, go on from the "
              "first unfinished one (training resumes from its last epoch).")] = False,
+    cache: Annotated[bool, typer.Option(
+        "--cache/--no-cache", help="Reuse a stage whose inputs, parameters and code are "
+                                   "unchanged since a committed run under ROOT (default), or "
+                                   "recompute every stage.")] = True,
 ) -> None:
     """Run PIPELINE: every stage in order, artifacts under ROOT/runs/RUN_ID/."""
+    engine: dict = {}
+    if runner is RunnerName.ray:
+        engine["address"] = ray_address
+    elif runner is RunnerName.beam:
+        engine["mode"] = beam_mode.value
+    start = time.perf_counter()
     try:
         spec = load_pipeline(pipeline, COMPONENTS)
-        options: dict = {"workers": workers, "window": window}
-        if runner is RunnerName.ray:
-            options |= {"address": ray_address, "working_dir": str(spec.base_dir)}
-        elif runner is RunnerName.beam:
-            options["mode"] = beam_mode
-        if resume and not run_id:
-            raise ConfigError("--resume needs the --run-id of the run to finish.")
-        run_id = run_id or _new_run_id()
-        start = time.perf_counter()
-        with make_runner(runner.value, **options) as engine, _progress(spec) as progress:
-            reports = run_pipeline(spec, engine, root, run_id, progress, resume=resume,
-                                   queue=queue, overlap=overlap)
+        with _progress(spec) as progress:
+            result = execute(spec, runner=runner.value, root=root, store=store, run_id=run_id,
+                             resume=resume, verify=check, cache=cache, progress=progress,
+                             workers=workers, window=window, queue=queue, overlap=overlap,
+                             pipeline_file=pipeline, **engine)
     except ConfigError as exc:
         _fail(f"Configuration error: {exc}", 2)
     except SeqlineError as exc:
         _fail(f"Run failed: {exc}", 1)
-    _print_reports(reports, time.perf_counter() - start)
-    out.print(f"Run [bold]{run_id}[/] succeeded on {runner.value}; artifacts in "
-              f"{(root / 'runs' / run_id).resolve()}")
-    for report in reports:
+    _print_reports(result.stages, time.perf_counter() - start)
+    out.print(f"Run [bold]{result.run_id}[/] succeeded on {runner.value}; artifacts in "
+              f"{(root / 'runs' / result.run_id).resolve()}")
+    for report in result.stages:
         out.print(f"  {report.stage:<16} {report.path}")
-    _print_evaluations(reports)
-    if check and not _print_checks(run_id, verify_run(root, run_id)):
+    _print_evaluations(result.stages)
+    if result.checks is not None and not _print_checks(result.run_id, result.checks):
         raise typer.Exit(1)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of pipeline files (for editors: VS Code's YAML extension, ...)."""
+    sys.stdout.write(schema_text())
 
 
 def _print_evaluations(reports: list[StageReport]) -> None:
@@ -189,10 +217,6 @@ def _print_reports(reports: list[StageReport], seconds: float) -> None:
                       f"{r.seconds:.2f}", rate, f"{r.waited_input:.2f}",
                       f"{r.waited_output:.2f}")
     out.print(table)
-
-
-def _new_run_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(2)
 
 
 def _fail(message: str, code: int) -> None:

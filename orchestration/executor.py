@@ -4,9 +4,10 @@ artifact committed when its output is complete."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,8 +18,9 @@ import pyarrow as pa
 from seqline.components import COMPONENTS
 from seqline.components.tfrecords import schema_from_text, schema_to_text
 from seqline.orchestration.line import AssemblyLine, Belt
+from seqline.orchestration.recorder import RunRecorder
 from seqline.orchestration.runners import Runner
-from seqline.orchestration.wiring import Wiring, wire
+from seqline.orchestration.wiring import Wiring, runnable_committed, wire
 from seqline.pipeline.artifacts import MANIFEST, StageArtifact, read_manifest, run_dir
 from seqline.pipeline.audit import SeqDigest
 from seqline.pipeline.blocks import Block, recut, seq_of
@@ -58,11 +60,16 @@ class StageReport:
     waited_output: float = 0.0
     started: float | None = None  # wall-clock times (Unix seconds): how the stages overlapped
     finished: float | None = None
+    cached_from: str | None = None  # the run whose artifact this stage reused
+    # The waits so far, while the stage runs (for the run store's samples).
+    live_waits: Callable[[], tuple[float, float]] | None = field(
+        default=None, repr=False, compare=False)
 
 
 def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
                  progress: Progress | None = None, *, resume: bool = False,
-                 queue: int = 4, overlap: bool = True) -> list[StageReport]:
+                 queue: int = 4, overlap: bool = True, recorder: RunRecorder | None = None,
+                 cached: Mapping[str, tuple[str, Path]] | None = None) -> list[StageReport]:
     """Run every stage of `spec` with `runner` as an assembly line; one report per stage.
 
     Each stage runs on a thread of its own. A stage passes its blocks to the next one over a
@@ -75,7 +82,8 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
     after it, since it stores nothing): each stage's time is then its time alone, which is
     what the assembly line is measured against (benchmarks/compare.py #7). With `resume`,
     stages the run already committed are kept and the run goes on from the first one it did
-    not finish.
+    not finish. `cached` stages (name -> the run and folder of an equal stage run) are linked
+    into this run instead of being run. `recorder` writes the run into the run store.
 
     Raises:
         ConfigError: the run id is taken (or, resuming, unknown), or the pipeline's shape is
@@ -88,8 +96,16 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
               "workers": runner.workers, "window": runner.window, "queue": queue,
               "started_at": _now()}
     _write_run(folder, {**record, "status": "running"})
-    done = {s.name for s in spec.stages if resume and (folder / s.name / MANIFEST).exists()}
+    committed = {s.name for s in spec.stages if resume and (folder / s.name / MANIFEST).exists()}
+    done = runnable_committed(spec, COMPONENTS, committed | set(cached or {}))
+    for name in committed - done:  # it passes blocks on, which exist only while it runs
+        shutil.rmtree(folder / name)
+    cached = {name: hit for name, hit in (cached or {}).items() if name in done}
+    for name, (_, source) in cached.items():
+        link_stage(source, folder / name)
     line = AssemblyLine()
+    if recorder is not None:
+        recorder.plan(list(spec.stages), done - set(cached))
     reports: list[StageReport] = []
     artifacts: dict[str, StageArtifact] = {}
     shared = _Run(folder, runner, line, progress, queue)
@@ -100,24 +116,69 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
             reports.append(report)
             if wiring.reused:
                 _reuse(report, folder / stage.name, line)
+                if stage.name in cached and recorder is not None:
+                    report.status, report.cached_from = "cached", cached[stage.name][0]
+                    recorder.committed(stage, report, read_manifest(folder / stage.name),
+                                       _source_dir(folder, wiring), report.cached_from)
                 continue
             artifact = artifacts[stage.name] = StageArtifact(root, run_id, stage.name)
             work = _stage_work(spec, stage, wiring, shared, artifact, report)
-            line.start(stage.name, work, after=wiring.after)
+            line.start(stage.name, _recorded(work, stage, report, recorder,
+                                             _source_dir(folder, wiring)), after=wiring.after)
         line.join([s.name for s in spec.stages])
     except BaseException as exc:
         line.stop.set()
         for report in reports:
-            if report.status not in ("succeeded", "reused"):
+            if report.status not in ("succeeded", "reused", "cached"):
                 report.status = "failed"
                 if report.stage in artifacts:
                     artifacts[report.stage].abandon()
+                if recorder is not None:
+                    recorder.failed(report.stage, report, exc)
         _write_run(folder, {**record, "status": "failed", "finished_at": _now(),
                             "error": f"{type(exc).__name__}: {exc}"})
         raise
     _write_run(folder, {**record, "status": "succeeded", "finished_at": _now(),
                         "stages": [r.stage for r in reports]})
     return reports
+
+
+def _recorded(work: Callable[[], Path], stage: StageSpec[Any], report: StageReport,
+              recorder: RunRecorder | None, source: Path | None) -> Callable[[], Path]:
+    """`work`, telling the run store when the stage starts and what it committed."""
+    if recorder is None:
+        return work
+
+    def run() -> Path:
+        recorder.started(stage, report)
+        path = work()
+        recorder.committed(stage, report, read_manifest(path), source)
+        return path
+
+    return run
+
+
+def _source_dir(folder: Path, wiring: Wiring) -> Path | None:
+    return folder / wiring.source if wiring.source else None
+
+
+def link_stage(source: Path, target: Path) -> None:
+    """A committed stage folder into another run, by hard links: no bytes are copied.
+
+    Files are immutable once committed, so runs may share them. Where the two folders are on
+    different filesystems, the files are copied instead.
+    """
+    tmp = target.parent / f".{target.name}.tmp-link"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp, copy_function=_link_or_copy)
+    os.rename(tmp, target)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 @dataclass(frozen=True)
@@ -140,13 +201,14 @@ def _stage_work(spec: PipelineSpec, stage: StageSpec[Any], wiring: Wiring, run: 
     feed = ShardFeed(stage.name, artifact.path, compression, HOLD_BYTES) \
         if component.stores_records else None
     run.line.add_stage(stage.name, feed)
-    inputs: Iterator[Block] | None = None
+    inputs: Iterable[Block] | None = None
     if wiring.takes == "belt":
         inputs = run.belts.pop(wiring.source or "")
     elif wiring.takes == "feed":
         inputs = run.line.blocks_of(wiring.source or "", stage.name)
-    output = run.belts[stage.name] = Belt(run.queue, run.line.stop) if wiring.gives_belt \
-        else None
+    output = Belt(run.queue, run.line.stop) if wiring.gives_belt else None
+    if output is not None:
+        run.belts[stage.name] = output
     if component.runs_on == "workers" or component.reads == "files":
         return lambda: _run_data_stage(stage, spec.base_dir, run, inputs, output, feed,
                                        artifact, report)
@@ -186,7 +248,7 @@ def _reuse(report: StageReport, stage_dir: Path, line: AssemblyLine) -> None:
 
 
 def _run_data_stage(stage: StageSpec[Any], base_dir: Path, run: _Run,
-                    inputs: Iterator[Block] | None, output: Belt | None, feed: ShardFeed | None,
+                    inputs: Iterable[Block] | None, output: Belt | None, feed: ShardFeed | None,
                     artifact: StageArtifact, report: StageReport) -> Path:
     """One source or map stage on its thread: produce, account, pass blocks on, commit."""
     report.started = time.time()
@@ -195,6 +257,8 @@ def _run_data_stage(stage: StageSpec[Any], base_dir: Path, run: _Run,
         waited_in = inputs.waited_get if isinstance(inputs, Belt) \
             else run.line.feed_waits.get(stage.name, 0.0)
         return waited_in, output.waited_put if output is not None else 0.0
+
+    report.live_waits = waits
 
     produced = _produce(stage, base_dir, run.runner, inputs, artifact.path)
     for block in _track(stage, produced, artifact, report, run.runner, run.progress, feed,
@@ -231,7 +295,7 @@ def _run_driver(stage: StageSpec[Any], context: StageContext, artifact: StageArt
 
 
 def _produce(stage: StageSpec[Any], base_dir: Path, runner: Runner,
-             upstream: Iterator[Block] | None, out_dir: Path) -> Iterator[BlockResult]:
+             upstream: Iterable[Block] | None, out_dir: Path) -> Iterator[BlockResult]:
     component = COMPONENTS[stage.component]
     if component.reads == "files":
         yield from component.run(stage, base_dir)

@@ -76,8 +76,9 @@ def _takes(component: ComponentSpec[Any], source: str | None, before: list[Wirin
         return "files"
     if not component.takes_stream:
         return "artifacts"
-    gave = next((w for w in before if w.stage == source), None)
-    return "belt" if gave is not None and gave.gives_belt else "feed"
+    # A belt goes only to the stage right after the one that fills it.
+    handed = bool(before) and before[-1].stage == source and before[-1].gives_belt
+    return "belt" if handed else "feed"
 
 
 def _gives_belt(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], i: int,
@@ -91,3 +92,21 @@ def _gives_belt(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]]
     reads = after.inputs[0] if after.inputs else stage.name
     return (reads == stage.name and after.name not in committed
             and components[after.component].takes_stream)
+
+
+def runnable_committed(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]],
+                       committed: Collection[str]) -> set[str]:
+    """Of the stages committed earlier (resumed or cached), those that need not run again.
+
+    A stage that stores nothing but passes its blocks on (ingest) must run again when a
+    stage reading it runs: its blocks exist only while it runs.
+
+    Example: ingest committed, tfrecord_write not: both run.
+    """
+    keep = set(committed)
+    for i, stage in enumerate(spec.stages):
+        source = stage.inputs[0] if stage.inputs else spec.stages[i - 1].name if i else None
+        if stage.name not in keep and source in keep \
+                and components[spec.stage(source).component].writes == "stream":
+            keep.discard(source)
+    return keep

@@ -34,8 +34,10 @@ class StageEntry(BaseModel):
     name: str = Field(min_length=1, description="Unique in the file; names the artifact folder.")
     component: str = Field(description="ingest, tfrecord_write, preprocess, batching, train or "
                                        "evaluate.")
-    params: Annotated[dict[str, Any], BeforeValidator(_mapping)] = Field(default_factory=dict)
-    inputs: Annotated[list[str], BeforeValidator(_listed)] = Field(
+    params: Annotated[dict[str, Any], BeforeValidator(
+        _mapping, json_schema_input_type=dict[str, Any] | None)] = Field(default_factory=dict)
+    inputs: Annotated[list[str], BeforeValidator(
+        _listed, json_schema_input_type=list[str] | str)] = Field(
         default_factory=list, description="The earlier stage whose stored records this stage "
                                           "reads; default: the stage before it.")
     errors: ErrorBudget | None = Field(None, description="This stage's error budget; default: "

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import BaseModel, Field
 
@@ -82,7 +82,7 @@ class DeadLetterFile:
         self.count = 0
         self.first: DeadLetter | None = None
         self._sha = hashlib.sha256()
-        self._file = None
+        self._file: IO[str] | None = None
 
     def add(self, letters: Iterable[DeadLetter]) -> None:
         for letter in letters:

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, WithJsonSchema
 
 from seqline.pipeline.errors import ConfigError
 
-__all__ = ["FunctionRef", "load_function"]
+__all__ = ["FUNCTION_PATTERN", "FunctionRef", "load_function"]
 
 
 def _module_function(ref: str) -> str:
@@ -25,7 +25,11 @@ def _module_function(ref: str) -> str:
     return ref
 
 
-FunctionRef = Annotated[str, AfterValidator(_module_function)]
+# For editors: the same form as a pattern (a module path, a colon, a function name).
+FUNCTION_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+
+FunctionRef = Annotated[str, AfterValidator(_module_function),
+                        WithJsonSchema({"type": "string", "pattern": FUNCTION_PATTERN})]
 """A user function named 'module:function' (checked for its form when parameters load)."""
 
 

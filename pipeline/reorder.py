@@ -35,6 +35,11 @@ class ReorderBuffer(Generic[T]):
         self.max_held = 0
 
     @property
+    def held(self) -> int:
+        """Results handed in but not released: waiting for an earlier block."""
+        return len(self._held)
+
+    @property
     def in_flight(self) -> int:
         return self._admitted - self._released
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -35,7 +35,8 @@ class StageSpec(Generic[P]):
     component: str
     params: P
     inputs: tuple[str, ...] = ()
-    line: int | None = None  # 1-based line in the pipeline file, for messages
+    # 1-based line in the pipeline file, for messages only: not part of what the stage is
+    line: int | None = field(default=None, compare=False)
     errors: ErrorBudget | None = None  # None: the first bad record fails the run
     cache: bool = True  # False: always recompute, even when an equal stage run is stored
 
@@ -90,7 +91,7 @@ class StageContext:
     source: str  # the stage read: `inputs:` or the stage before
     base_dir: Path  # the pipeline file's folder, where user modules are imported from
     pipeline: str
-    blocks: Iterator[Block] | None = None
+    blocks: Iterable[Block] | None = None
     announce: Callable[[Any], None] | None = None
     line: Line | None = None
 

@@ -155,6 +155,8 @@ class MapTask:
                            tuple(letters), shard)
 
     def _write(self, block: Block, out: pa.RecordBatch) -> tuple[pa.RecordBatch, dict | None]:
+        if self.sink is None:
+            return out, None
         try:
             return self.sink(block.index, out)
         except Exception as exc:

@@ -16,12 +16,13 @@ RUNNERS = ("local", "beam", "ray")
 def make_runner(name: str, **options: Any) -> Runner:
     """Build a runner by name; engines are imported only when chosen (Beam and Ray are slow
     to import, and a local run should not pay for them)."""
+    cls: type[Runner]
     if name == "local":
         from seqline.orchestration.runners.local import LocalRunner as cls
     elif name == "beam":
-        from seqline.orchestration.runners.beam import BeamRunner as cls
+        from seqline.orchestration.runners.beam import BeamRunner as cls  # type: ignore[no-redef]
     elif name == "ray":
-        from seqline.orchestration.runners.ray import RayRunner as cls
+        from seqline.orchestration.runners.ray import RayRunner as cls  # type: ignore[no-redef]
     else:
         raise ConfigError(f"unknown runner {name!r}.{did_you_mean(name, list(RUNNERS))} "
                           f"Runners: {', '.join(RUNNERS)}.")

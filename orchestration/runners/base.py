@@ -18,6 +18,7 @@ class Runner(ABC):
     """Runs `MapTask`s over blocks on some engine, at most `window` blocks in flight."""
 
     name = "runner"
+    max_in_flight: int  # blocks in flight at once, over all stages; per stage in `peaks`
 
     def __init__(self, workers: int = 2, window: int | None = None) -> None:
         if workers < 1:
@@ -28,8 +29,12 @@ class Runner(ABC):
         self.window = window or 4 * workers
         if self.window < 1:
             raise ConfigError(f"--window must be at least 1, got {self.window}.")
-        self.max_in_flight = 0  # over all stages; per stage in `peaks`
+        self.max_in_flight = 0
         self.peaks: dict[str, int] = {}  # stages run concurrently in a line, so keyed by stage
+        # Now, per stage: blocks in flight, and results the reorder buffer holds back waiting
+        # for an earlier block (what the run store samples for the dashboard).
+        self.in_flight: dict[str, int] = {}
+        self.held: dict[str, int] = {}
 
     @abstractmethod
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
@@ -84,11 +89,15 @@ def run_windowed(engine: Engine, task: MapTask, blocks: Iterable[Block], runner:
                 pending[engine.submit(task, block)] = buffer.admit()
                 runner.max_in_flight = max(runner.max_in_flight, buffer.in_flight)
                 runner.peaks[task.stage] = max(runner.peaks.get(task.stage, 0), buffer.in_flight)
+                runner.in_flight[task.stage] = buffer.in_flight
             if not pending:
                 return
             for handle, result in engine.wait(list(pending)):
                 buffer.put(pending.pop(handle), result)
-            for result in buffer.pop_ready():
+            runner.held[task.stage] = buffer.held
+            ready = buffer.pop_ready()
+            runner.in_flight[task.stage] = buffer.in_flight
+            for result in ready:
                 result.raise_if_failed()
                 yield result
     finally:

@@ -102,7 +102,8 @@ class BeamRunner(Runner):
             with open(path, "wb") as f:
                 pickle.dump(block, f, protocol=5)
             paths.append(str(path))
-        self.max_in_flight = max(self.max_in_flight, min(len(paths), self._parallelism))
+        in_flight: int = min(len(paths), self._parallelism)
+        self.max_in_flight = max(self.max_in_flight, in_flight)
         return paths
 
     @property

@@ -100,7 +100,8 @@ def test_preprocess_failing_row_without_budget_fails_naming_its_seq(tmp_path):
 
 
 def test_preprocess_failing_rows_with_budget_become_dead_letters(tmp_path):
-    result = _failing_task(tmp_path, "fails_on", ErrorBudget(max_fraction=0.5), bad=[207, 211])(_block())
+    budget = ErrorBudget(max_fraction=0.5)
+    result = _failing_task(tmp_path, "fails_on", budget, bad=[207, 211])(_block())
     result.raise_if_failed()
     assert result.batch.column(SEQ).to_pylist() == [s for s in range(200, 216)
                                                     if s not in (207, 211)]

@@ -1,0 +1,159 @@
+"""Cache keys: what a stage's output depends on, hashed, so an unchanged stage is not redone.
+
+Like TFX's: a stage's key covers its component and the component's version, its typed
+parameters and error budget, the seqline version, the source of the user code it runs (the
+function's module and the pipeline folder's modules that module imports), and what it reads:
+the input files' bytes for ingest, the key of the stage it reads otherwise (stages are
+deterministic, so equal keys mean equal outputs). Evaluate adds the baseline it compares with.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import fsspec
+
+from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec
+
+__all__ = ["artifact_checksum", "cache_keys", "code_digest", "file_digest"]
+
+# 1 MiB reads: large enough that hashing runs at disk speed, small enough to stream any file.
+_CHUNK = 1 << 20
+
+
+def cache_keys(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], *,
+               seqline_version: str, inputs: Callable[[StageSpec[Any], Path], list[str]],
+               extra: Callable[[StageSpec[Any]], Any] = lambda stage: None) -> dict[str, str]:
+    """Every stage's cache key, in pipeline order.
+
+    Args:
+        spec: the pipeline.
+        components: the component of each stage, by name.
+        seqline_version: the running seqline's version.
+        inputs: the files a stage that reads files reads (ingest's resolved paths).
+        extra: anything else a stage's output depends on (evaluate: its baseline's metrics).
+
+    Example: changing only preprocess's function changes the keys of preprocess and every
+    stage after it, never those of ingest and tfrecord_write.
+    """
+    keys: dict[str, str] = {}
+    for i, stage in enumerate(spec.stages):
+        component = components[stage.component]
+        source = stage.inputs[0] if stage.inputs else spec.stages[i - 1].name if i else None
+        reads = [file_digest(p) for p in inputs(stage, spec.base_dir)] \
+            if component.reads == "files" \
+            else keys.get(source or "")
+        keys[stage.name] = _digest({
+            "component": stage.component, "version": component.version,
+            "params": stage.params.model_dump(mode="json"),
+            "errors": stage.errors.model_dump(mode="json") if stage.errors else None,
+            "seqline": seqline_version, "code": _code_of(stage, spec.base_dir),
+            "reads": reads, "extra": extra(stage),
+        })
+    return keys
+
+
+def _code_of(stage: StageSpec[Any], base_dir: Path) -> str | None:
+    refs = [getattr(stage.params, name, None) for name in ("fn", "model")]
+    refs = [r for r in refs if isinstance(r, str) and ":" in r]
+    return _digest([code_digest(r, base_dir) for r in refs]) if refs else None
+
+
+def code_digest(ref: str, base_dir: Path) -> str:
+    """The source of `module:function`'s module and the pipeline folder's modules it imports.
+
+    Modules outside the folder (installed packages) are covered by their versions elsewhere;
+    a module the folder lacks is noted by name, so adding it later changes the digest.
+    """
+    module = ref.partition(":")[0]
+    seen: dict[str, str] = {}
+    pending = [module]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        path = _module_file(name, base_dir)
+        source = path.read_text() if path else ""
+        seen[name] = hashlib.blake2b(source.encode(), digest_size=16).hexdigest()
+        pending.extend(_imports(source, name) if path else [])
+    return _digest(sorted(seen.items()))
+
+
+def _module_file(name: str, base_dir: Path) -> Path | None:
+    base = Path(base_dir, *name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imports(source: str, module: str) -> Iterator[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return  # the source itself is in the digest; loading it will report the error
+    package = module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from .helpers import x
+                parts = package.split(".") if package else []
+                base = ".".join([*parts[:len(parts) - node.level + 1], base]).strip(".")
+            yield base
+            yield from (f"{base}.{alias.name}".strip(".") for alias in node.names)
+
+
+def file_digest(path: str) -> str:
+    """A file's content hash (local path or fsspec URL), for ingest's cache key."""
+    digest = hashlib.blake2b(digest_size=16)
+    with fsspec.open(path, "rb", compression=None) as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def artifact_checksum(folder: Path) -> str:
+    """Every file of a committed stage folder, names and bytes: changes if any byte does."""
+    folder = Path(folder)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(os.fsencode(path.relative_to(folder)) + b"\0")
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def cache_hits(spec: PipelineSpec, keys: Mapping[str, str], store: Any, root: Path
+               ) -> dict[str, tuple[str, Path]]:
+    """The stages an earlier run under `root` already made: name -> (its run, its folder).
+
+    Looked up in order; the first stage that misses (or says `cache: false`) and every stage
+    after it run again. A stored artifact is reused only if its bytes still match the
+    checksum recorded when it was committed: a changed file is recomputed, never trusted.
+    """
+    runs = (Path(root) / "runs").resolve()
+    hits: dict[str, tuple[str, Path]] = {}
+    for stage in spec.stages:
+        found = store.find_cached(keys[stage.name]) if stage.cache else None
+        output = next((a for a in (found or {}).get("artifacts", [])
+                       if a.get("checksum")), None)
+        folder = Path(output["uri"]) if output else None
+        if found is None or folder is None or not folder.resolve().is_relative_to(runs) \
+                or not folder.is_dir() or artifact_checksum(folder) != output["checksum"]:
+            break
+        hits[stage.name] = (found["run_id"], folder)
+    return hits

@@ -1,0 +1,66 @@
+"""seqline: an ML pipeline run as an assembly line that keeps every record in source order.
+
+The public Python API, equal to pipeline files:
+
+    import seqline
+
+    pipeline = seqline.Pipeline("weather", [
+        seqline.Stage("read", seqline.IngestParams(format="csv", paths=["weather.csv"])),
+        seqline.Stage("examples", seqline.TFRecordWriteParams()),
+    ], base_dir="data")
+    result = pipeline.run(runner="local", root=".seqline")
+
+This file is the `seqline` package's own `__init__` (pyproject maps the package here, since
+the design card fixes the top-level folders); everything in it is defined elsewhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import version as _version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seqline.components.batching import BatchingParams, Window
+    from seqline.components.evaluate import ErrorBound, EvaluateParams, ShareBound, Thresholds
+    from seqline.components.ingest import IngestParams
+    from seqline.components.preprocess import PreprocessParams
+    from seqline.components.tfrecord_write import TFRecordWriteParams
+    from seqline.components.train import TrainParams
+    from seqline.orchestration.api import Pipeline, RunResult, Stage
+    from seqline.pipeline.deadletters import ErrorBudget
+    from seqline.pipeline.errors import ConfigError, InternalError, SeqlineError, StageError
+
+__all__ = ["BatchingParams", "ConfigError", "ErrorBound", "ErrorBudget", "EvaluateParams",
+           "IngestParams", "InternalError", "Pipeline", "PreprocessParams", "RunResult",
+           "SeqlineError", "ShareBound", "Stage", "StageError", "TFRecordWriteParams",
+           "Thresholds", "TrainParams", "Window", "__version__"]
+
+__version__ = _version("seqline")  # one source: the installed package's metadata
+
+# Where each public name is defined. Imported on first use (PEP 562): `import seqline` and
+# every `seqline` command load Arrow and the components only when they need them.
+_HOMES = {
+    "BatchingParams": "seqline.components.batching", "Window": "seqline.components.batching",
+    "ErrorBound": "seqline.components.evaluate", "EvaluateParams": "seqline.components.evaluate",
+    "ShareBound": "seqline.components.evaluate", "Thresholds": "seqline.components.evaluate",
+    "IngestParams": "seqline.components.ingest",
+    "PreprocessParams": "seqline.components.preprocess",
+    "TFRecordWriteParams": "seqline.components.tfrecord_write",
+    "TrainParams": "seqline.components.train",
+    "Pipeline": "seqline.orchestration.api", "RunResult": "seqline.orchestration.api",
+    "Stage": "seqline.orchestration.api",
+    "ErrorBudget": "seqline.pipeline.deadletters",
+    "ConfigError": "seqline.pipeline.errors", "InternalError": "seqline.pipeline.errors",
+    "SeqlineError": "seqline.pipeline.errors", "StageError": "seqline.pipeline.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'seqline' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,184 @@
+"""Writing a run into the run store as it goes: stages, artifacts and lineage, samples, beats."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from seqline.orchestration.cache import artifact_checksum
+from seqline.orchestration.store import RunStore
+from seqline.pipeline.errors import StageError
+from seqline.pipeline.specs import ComponentSpec, StageSpec
+
+if TYPE_CHECKING:
+    from seqline.orchestration.executor import StageReport
+    from seqline.orchestration.runners import Runner
+
+__all__ = ["RunRecorder"]
+
+# One sample per running stage a second is what a live chart needs; writes go in batches
+# every FLUSH_SECONDS (short transactions while readers read) and carry the heartbeat, which
+# the store's reaper calls stale after 30 s.
+SAMPLE_SECONDS = 1.0
+FLUSH_SECONDS = 2.0
+
+
+class RunRecorder:
+    """One run's record in the store, kept current by the stage threads and a sampler.
+
+    Stage threads call `started`, `committed` and `reused`; a daemon thread samples every
+    running stage about once a second (records done, rows/s, waits, blocks in flight,
+    reorder-buffer occupancy) and writes the samples and a heartbeat in batches.
+    """
+
+    def __init__(self, store: RunStore, run_id: str, components: dict[str, ComponentSpec[Any]],
+                 keys: dict[str, str], sample_seconds: float | None = SAMPLE_SECONDS) -> None:
+        self.store, self.run_id, self.components, self.keys = store, run_id, components, keys
+        self.sample_seconds = sample_seconds
+        self._ids: dict[str, int] = {}
+        self._running: dict[str, StageReport] = {}
+        self._last: dict[str, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.runner: Runner | None = None
+        # A resumed run's stages have attempts already: a stage run again is the next one.
+        self._attempts = {s["name"]: s["attempts"] for s in store.show_run(run_id)["stages"]}
+
+    def plan(self, stages: list[StageSpec[Any]], skip: set[str]) -> None:
+        """Every stage that will run, pending, in pipeline order (before any starts)."""
+        for stage in stages:
+            if stage.name not in skip:
+                self._ids[stage.name] = self.store.start_stage(
+                    self.run_id, stage.name, stage.component, status="pending",
+                    params=stage.params.model_dump(mode="json"),
+                    cache_key=self.keys.get(stage.name),
+                    attempt=self._attempts.get(stage.name, 0) + 1)
+
+    def start(self, runner: Runner) -> None:
+        """Begin sampling and beating (until `close`)."""
+        self.runner = runner
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="seqline-recorder")
+        self._thread.start()
+
+    def started(self, stage: StageSpec[Any], report: StageReport) -> None:
+        stage_run = self._ids.get(stage.name)
+        if stage_run is None:
+            stage_run = self.store.start_stage(
+                self.run_id, stage.name, stage.component,
+                params=stage.params.model_dump(mode="json"),
+                cache_key=self.keys.get(stage.name),
+                attempt=self._attempts.get(stage.name, 0) + 1)
+        else:
+            self.store.begin_stage(stage_run)
+        with self._lock:
+            self._ids[stage.name] = stage_run
+            self._running[stage.name] = report
+            self._last[stage.name] = (time.perf_counter(), 0)
+
+    def committed(self, stage: StageSpec[Any], report: StageReport, manifest: dict[str, Any],
+                  source: Path | None, cached_from: str | None = None) -> None:
+        """A stage committed (or was taken from the cache): its account, artifact, lineage."""
+        if stage.name not in self._ids:
+            self.started(stage, report)
+        with self._lock:
+            self._running.pop(stage.name, None)
+        stage_run = self._ids[stage.name]
+        self.store.finish_stage(
+            stage_run, "cached" if cached_from else "succeeded", counts=asdict(report.counts),
+            seconds=report.seconds, waited_input=report.waited_input,
+            waited_output=report.waited_output, max_in_flight=report.max_in_flight,
+            cached_from=cached_from)
+        path = (report.path or Path()).resolve()
+        self.store.record_artifact(stage_run, "output", str(path), self._kind(stage),
+                                   manifest.get("records_out"), _bytes(manifest),
+                                   artifact_checksum(path))
+        if source is not None:
+            self.store.record_artifact(stage_run, "input", str(source.resolve()), "", None, None,
+                                       None)
+        if manifest.get("epochs"):
+            self.store.add_epochs(stage_run, manifest["epochs"])
+        if "metrics" in manifest and "slices" in manifest:
+            self.store.add_eval_metrics(stage_run, manifest["metrics"], manifest["slices"],
+                                        blessed=manifest.get("blessed"))
+
+    def failed(self, stage: str, report: StageReport, error: BaseException) -> None:
+        """The run stopped before this stage committed: it failed, or never started."""
+        with self._lock:
+            begun = self._running.pop(stage, None) is not None
+            stage_run = self._ids.get(stage)
+        if stage_run is not None:
+            self.store.finish_stage(
+                stage_run, "failed" if begun else "skipped", counts=asdict(report.counts),
+                seconds=report.seconds, waited_input=report.waited_input,
+                waited_output=report.waited_output, max_in_flight=report.max_in_flight,
+                error=_one_line(error))
+
+    def close(self, status: str, error: BaseException | None = None) -> None:
+        """Stop sampling, write what is left, and record how the run ended."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        stage = error.stage if isinstance(error, StageError) else None
+        seq = error.seq if isinstance(error, StageError) else None
+        self.store.finish_run(self.run_id, status, error_stage=stage, error_seq=seq,
+                              error_message=_one_line(error) if error else None)
+
+    def _kind(self, stage: StageSpec[Any]) -> str:
+        return self.components[stage.component].writes
+
+    def _loop(self) -> None:
+        pending: list[dict[str, Any]] = []
+        flushed = time.perf_counter()
+        while not self._stop.wait(self.sample_seconds or FLUSH_SECONDS):
+            if self.sample_seconds:
+                pending.extend(self._sample())
+            if time.perf_counter() - flushed >= FLUSH_SECONDS:
+                self._flush(pending)
+                pending, flushed = [], time.perf_counter()
+        if self.sample_seconds:
+            pending.extend(self._sample())
+        self._flush(pending)
+
+    def _flush(self, samples: list[dict[str, Any]]) -> None:
+        if samples:
+            self.store.add_samples(samples)
+        self.store.heartbeat(self.run_id)
+
+    def _sample(self) -> list[dict[str, Any]]:
+        now, rows = time.perf_counter(), []
+        with self._lock:
+            running = list(self._running.items())
+        for name, report in running:
+            done = report.counts.records_in
+            before, done_before = self._last.get(name, (now, 0))
+            self._last[name] = (now, done)
+            waited_in, waited_out = report.live_waits() if report.live_waits else (
+                report.waited_input, report.waited_output)
+            in_flight, held = self._occupancy(name)
+            rows.append({"stage_run_id": self._ids[name], "t": time.time(),
+                         "records_done": done, "waited_input": waited_in,
+                         "waited_output": waited_out, "in_flight": in_flight,
+                         "reorder_held": held,
+                         "rows_per_s": (done - done_before) / max(now - before, 1e-9)})
+        return rows
+
+    def _occupancy(self, stage: str) -> tuple[int, int]:
+        runner = self.runner
+        if runner is None:
+            return 0, 0
+        return runner.in_flight.get(stage, 0), runner.held.get(stage, 0)
+
+
+def _bytes(manifest: dict[str, Any]) -> int | None:
+    shards = manifest.get("shards")
+    return sum(s["bytes"] for s in shards) if shards else None
+
+
+def _one_line(error: BaseException | None) -> str:
+    text = f"{type(error).__name__}: {error}" if error is not None else ""
+    return " ".join(text.split())[:2000]  # one line a person can paste into a search box
+

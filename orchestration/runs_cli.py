@@ -1,0 +1,193 @@
+"""`seqline runs list|show` and `seqline store rebuild`: what ran, read from the run store."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.exc import ArgumentError, OperationalError
+
+from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.store import RunStore
+from seqline.pipeline.errors import SeqlineError
+
+__all__ = ["runs_app", "store_app"]
+
+runs_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                       help="What ran, when, with what, and how it went (the run store).")
+store_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                        help="The run store itself.")
+# Wide enough that no cell is ever cut or wrapped when the output goes to a file or a pipe.
+UNBOUNDED_WIDTH = 10_000
+CONFIG_EXIT = 2  # as `seqline run`: a bad input, fixable by the user
+
+
+class Status(StrEnum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    interrupted = "interrupted"
+    cancelled = "cancelled"
+
+
+Root = Annotated[Path, typer.Option(help="Artifact root; the store is ROOT/seqline.db unless "
+                                         "--store says otherwise.")]
+Store = Annotated[str | None, typer.Option(
+    "--store", help="Run store URL, e.g. postgresql+psycopg://user@host/db (default: SQLite "
+                    "under --root).")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the JSON contract, not a table.")]
+
+
+@runs_app.callback()
+def runs_main() -> None:
+    """What ran, when, with what, and how it went (the run store)."""
+
+
+@store_app.callback()
+def store_main() -> None:
+    """The run store itself (a group even with one command, so `store rebuild` stays)."""
+
+
+@runs_app.command("list")
+def list_command(
+    root: Root = DEFAULT_ROOT,
+    store: Store = DEFAULT_STORE,
+    pipeline: Annotated[str | None, typer.Option(help="Only this pipeline's runs.")] = None,
+    status: Annotated[Status | None, typer.Option(help="Only runs in this status.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
+    as_json: AsJson = False,
+) -> None:
+    """List runs, newest first (runs whose driver died show as interrupted)."""
+    with _opened(root, store) as opened:
+        opened.reap_interrupted()
+        rows = opened.list_runs(pipeline=pipeline, status=status.value if status else None,
+                                limit=limit)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        _console().print(_runs_table(rows))
+
+
+@runs_app.command("show")
+def show_command(
+    run_id: Annotated[str, typer.Argument(help="The run's id (see `seqline runs list`).")],
+    root: Root = DEFAULT_ROOT,
+    store: Store = DEFAULT_STORE,
+    as_json: AsJson = False,
+) -> None:
+    """Show one run: its stages, counts, waits, cache hits, artifacts, evaluation, error."""
+    with _opened(root, store) as opened:
+        opened.reap_interrupted()
+        run = opened.show_run(run_id)
+    if as_json:
+        typer.echo(json.dumps(run, indent=2))
+        return
+    console = _console()
+    console.print(_run_grid(run))
+    console.print(_stages_table(run["stages"]))
+    for stage in run["stages"]:
+        if stage["evaluation"]:
+            console.print(_evaluation_table(stage["name"], stage["evaluation"]))
+
+
+@store_app.command("rebuild")
+def rebuild_command(root: Root = DEFAULT_ROOT, store: Store = DEFAULT_STORE) -> None:
+    """Recreate the store's rows from ROOT/runs/*/run.json and the stage manifests."""
+    with _opened(root, store) as opened:
+        added = opened.rebuild(root)
+        url = opened.url
+    typer.echo(f"indexed {added} run(s) from {root / 'runs'} into {url}")
+
+
+@contextmanager
+def _opened(root: Path, url: str | None) -> Iterator[RunStore]:
+    """The store, closed afterwards; a bad URL or a seqline error exits 2 with one line."""
+    try:
+        opened = RunStore.open(root, url)
+    except (ArgumentError, OperationalError) as exc:
+        _fail(f"cannot open the run store at {url or root}: {str(exc).splitlines()[0]}. "
+              "Check --store (postgresql+psycopg://user@host:port/db) or --root.")
+    try:
+        yield opened
+    except SeqlineError as exc:
+        _fail(str(exc))
+    finally:
+        opened.close()
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(CONFIG_EXIT)
+
+
+def _console() -> Console:
+    """Full width and no colour when not a terminal (rich itself honours NO_COLOR)."""
+    tty = sys.stdout.isatty()
+    return Console(width=None if tty else UNBOUNDED_WIDTH, no_color=not tty, highlight=False)
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name in columns:
+        table.add_column(name, no_wrap=True)  # never wrap an id or a path into pieces
+    return table
+
+
+def _runs_table(rows: list[dict[str, Any]]) -> Table:
+    table = _table("run", "pipeline", "status", "runner", "trigger", "started", "finished",
+                   "seconds")
+    for r in rows:
+        table.add_row(r["run_id"], r["pipeline"], r["status"], r["runner"], r["trigger"],
+                      r["started"], r["finished"] or "", _text(r["seconds"]))
+    return table
+
+
+def _run_grid(run: dict[str, Any]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    for name in ("run_id", "pipeline", "status", "trigger", "runner", "started", "finished",
+                 "host", "pid", "seqline_version"):
+        grid.add_row(name, _text(run[name]))
+    grid.add_row("options", json.dumps(run["options"], sort_keys=True))
+    if run["error"]:
+        grid.add_row("error", " ".join(f"{k}={v}" for k, v in run["error"].items() if v))
+    return grid
+
+
+def _stages_table(stages: list[dict[str, Any]]) -> Table:
+    table = _table("stage", "component", "status", "attempts", "in", "out", "filtered",
+                   "exploded", "dead", "seconds", "waited in", "waited out", "cache",
+                   "artifacts")
+    for s in stages:
+        cache = f"from {s['cached_from']}" if s["cached_from"] else (s["cache_key"] or "")[:12]
+        outputs = [a["uri"] for a in s["artifacts"] if a["role"] == "output"]
+        table.add_row(s["name"], s["component"], s["status"], str(s["attempts"]),
+                      *(_text(s[k]) for k in ("records_in", "records_out", "filtered",
+                                              "exploded", "dead_lettered", "seconds",
+                                              "waited_input", "waited_output")),
+                      cache, ", ".join(outputs))
+    return table
+
+
+def _evaluation_table(stage: str, evaluation: dict[str, Any]) -> Table:
+    blessed = {True: "blessed", False: "not blessed", None: "no verdict"}[evaluation["blessed"]]
+    table = _table("slice", "metric", "value", title=f"{stage}: {blessed}")
+    for metric, value in evaluation["metrics"].items():
+        table.add_row("(overall)", metric, _text(value))
+    for column, values in evaluation["slices"].items():
+        for value, metrics in values.items():
+            for metric, number in metrics.items():
+                table.add_row(f"{column}={value}", metric, _text(number))
+    return table
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)

@@ -1,0 +1,132 @@
+"""The store's database engine: SQLite settings per connection, and migrations to head."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
+
+from seqline.pipeline.errors import ConfigError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+__all__ = ["HEAD", "HEAD_REVISION", "alembic_config", "current_revision", "make_engine", "upgrade",
+           "writing"]
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+HEAD = "head"
+# The newest revision in migrations/versions (a test checks it): a store already there opens
+# without importing Alembic, which costs more than the whole `runs list` query.
+HEAD_REVISION = "0002"
+# Another process may hold the write lock (a run committing a stage, a migration): wait this
+# long before failing. 30 s outlasts any write the store makes, which are all short.
+BUSY_TIMEOUT_MS = 30_000
+# Any fixed number: two processes opening a fresh PostgreSQL store migrate one after the other.
+MIGRATION_LOCK_ID = 0x5E9_11E
+_BEGIN = "seqline_begin"  # execution option: how a SQLite transaction starts
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; on SQLite, every connection gets WAL, a busy timeout and FKs.
+
+    Args:
+        url: a SQLAlchemy URL, `sqlite:///path` or `postgresql+psycopg://...`.
+
+    Returns:
+        The engine (connections open lazily).
+    """
+    engine = create_engine(url)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _configure_sqlite)
+        event.listen(engine, "begin", _begin_sqlite)
+    return engine
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    # pysqlite's own BEGIN is deferred and comes late; we emit BEGIN ourselves (_begin_sqlite).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # first: WAL needs the lock
+    cursor.execute("PRAGMA journal_mode = WAL")  # readers (dashboard) never block a run
+    cursor.execute("PRAGMA synchronous = NORMAL")  # durable in WAL mode but for power loss
+    cursor.execute("PRAGMA foreign_keys = ON")  # SQLite leaves them off by default
+    cursor.close()
+
+
+def _begin_sqlite(conn: Connection) -> None:
+    # A write transaction must take the write lock when it begins (IMMEDIATE): a deferred one
+    # that reads, then writes, fails at once with SQLITE_BUSY in WAL mode instead of waiting.
+    conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get(_BEGIN, 'DEFERRED')}")
+
+
+@contextmanager
+def writing(engine: Engine) -> Iterator[Connection]:
+    """A short write transaction: committed on exit, rolled back on an exception.
+
+    Args:
+        engine: from `make_engine`.
+
+    Returns:
+        A context manager yielding the connection, its transaction begun.
+    """
+    with engine.connect() as conn:
+        conn.execution_options(**{_BEGIN: "IMMEDIATE"})
+        with conn.begin():
+            yield conn
+
+
+def alembic_config() -> Config:
+    """The Alembic configuration, built in code: users need no alembic.ini.
+
+    Returns:
+        A Config whose script_location is this package's migrations folder.
+    """
+    from alembic.config import Config  # late: see HEAD_REVISION
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The database's revision (None for an empty database).
+
+    Args:
+        engine: from `make_engine`.
+
+    Returns:
+        The revision id Alembic recorded, or None.
+    """
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def upgrade(engine: Engine, revision: str = HEAD) -> None:
+    """Migrate the database to `revision`, one process at a time; a no-op when already there.
+
+    Args:
+        engine: from `make_engine`.
+        revision: an Alembic revision id, or "head".
+    """
+    if current_revision(engine) == (HEAD_REVISION if revision == HEAD else revision):
+        return  # the common case: no lock taken, no write, no Alembic
+    from alembic import command
+    from alembic.util import CommandError
+
+    config = alembic_config()
+    with writing(engine) as conn:
+        if conn.dialect.name == "postgresql":  # SQLite's IMMEDIATE already serialises this
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
+        config.attributes["connection"] = conn
+        try:
+            command.upgrade(config, revision)
+        except CommandError as exc:  # e.g. a store written by a newer seqline
+            raise ConfigError(f"cannot migrate the run store at {engine.url!r} (at revision "
+                              f"{current_revision(engine)}) to {revision}: {exc}. Upgrade "
+                              "seqline, or point --store elsewhere.") from exc

@@ -1,0 +1,142 @@
+"""`seqline store rebuild`: recreate a lost store's rows from the run folders' JSON files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, insert
+
+from seqline.orchestration.store.engine import writing
+from seqline.orchestration.store.rows import insert_ignoring, pipeline_id, upsert_artifact
+from seqline.orchestration.store.tables import (
+    RUN_STATUSES,
+    epochs,
+    eval_metrics,
+    runs,
+    stage_runs,
+)
+
+__all__ = ["index_runs"]
+
+MANIFEST = "manifest.json"  # the commit mark of a stage folder (seqline.pipeline.artifacts)
+COUNTS = ("records_in", "records_out", "filtered", "exploded", "dead_lettered")
+# What a stage folder holds when its manifest names no record format.
+KIND_OF = {"ingest": "stream", "batching": "batch_plan", "train": "model",
+           "evaluate": "evaluation"}
+
+
+def index_runs(engine: Engine, root: Path) -> int:
+    """Add every run under `<root>/runs/` that the store lacks; runs it has are left alone
+    (the store knows more than the folders: samples, heartbeats, failed attempts).
+
+    Args:
+        engine: the store's engine, migrated.
+        root: the artifact root.
+
+    Returns:
+        How many runs were added.
+    """
+    added = 0
+    for record_file in sorted((root / "runs").glob("*/run.json")):
+        with writing(engine) as conn:  # one run, one transaction: a bad folder spoils only it
+            added += _index_run(conn, record_file.parent, json.loads(record_file.read_text()))
+    return added
+
+
+def _index_run(conn: Connection, folder: Path, record: dict[str, Any]) -> int:
+    """Insert one run and its committed stages; 0 if the store already had it."""
+    status = record.get("status")
+    started = _time(record.get("started_at")) or _mtime(folder / "run.json")
+    row = {
+        "run_id": record.get("run_id", folder.name), "pipeline": record["pipeline"],
+        "pipeline_id": pipeline_id(conn, record["pipeline"], None, None),
+        "status": status if status in RUN_STATUSES else "interrupted",
+        "runner": record.get("runner", "local"), "trigger": "manual",
+        "options": {k: record[k] for k in ("workers", "window", "queue") if k in record},
+        "started": started, "finished": _time(record.get("finished_at")),
+        # A run still "running" in its folder: its newest write stands in for a heartbeat,
+        # and the reaper decides whether its driver is gone.
+        "heartbeat": max((_mtime(p) for p in folder.rglob("*")), default=started),
+        "error_message": record.get("error"),
+    }
+    added = insert_ignoring(conn, runs, ["run_id"]).values(**row).returning(runs.c.run_id)
+    if conn.execute(added).first() is None:  # the store has it already
+        return 0
+    stages = [(d, json.loads((d / MANIFEST).read_text())) for d in folder.iterdir()
+              if (d / MANIFEST).is_file()]
+    stages.sort(key=lambda s: (s[1].get("timeline", {}).get("started") or 0, s[0].name))
+    outputs = {d.name: _artifact(d, m) for d, m in stages}
+    for stage_dir, manifest in stages:
+        _index_stage(conn, row["run_id"], manifest, outputs[stage_dir.name],
+                     outputs.get(manifest.get("input") or ""))
+    return 1
+
+
+def _index_stage(conn: Connection, run_id: str, m: dict[str, Any], output: dict[str, Any],
+                 source: dict[str, Any] | None) -> None:
+    """One committed stage: its stage run, artifacts and lineage, epochs, evaluation."""
+    timeline, waited = m.get("timeline") or {}, m.get("waited") or {}
+    result = conn.execute(insert(stage_runs).values(
+        run_id=run_id, stage=m["stage"], component=m["component"],
+        status=m.get("status", "succeeded"), attempt=m.get("attempt", 1),
+        started=_unix(timeline.get("started")), finished=_unix(timeline.get("finished")),
+        **{k: m.get(k) for k in COUNTS}, seconds=m.get("seconds"),
+        waited_input=waited.get("input"), waited_output=waited.get("output"),
+        max_in_flight=m.get("max_in_flight"), cache_key=m.get("cache_key"),
+        cached_from=m.get("cached_from"), params=m.get("params") or {},
+        blessed=m.get("blessed")).returning(stage_runs.c.id))
+    stage_run_id = int(result.scalar_one())
+    upsert_artifact(conn, stage_run_id, "output", output)
+    if source is not None:
+        upsert_artifact(conn, stage_run_id, "input", source)
+    if m.get("epochs"):
+        conn.execute(insert(epochs), [{
+            "stage_run_id": stage_run_id, "epoch": e["epoch"], "metrics": e.get("metrics", {}),
+            "seconds": e.get("seconds"), "input_wait_seconds": e.get("input_wait_seconds")}
+            for e in m["epochs"]])
+    if m["component"] == "evaluate" and isinstance(m.get("metrics"), dict):
+        _index_evaluation(conn, stage_run_id, m)
+
+
+def _index_evaluation(conn: Connection, stage_run_id: int, m: dict[str, Any]) -> None:
+    rows = [{"slice_column": None, "slice_value": None, "metric": k, "value": v}
+            for k, v in m["metrics"].items()]
+    rows += [{"slice_column": column, "slice_value": str(value), "metric": k, "value": v}
+             for column, values in (m.get("slices") or {}).items()
+             for value, by_metric in values.items() for k, v in by_metric.items()]
+    if rows:
+        conn.execute(insert(eval_metrics), [{**r, "stage_run_id": stage_run_id} for r in rows])
+
+
+def _artifact(stage_dir: Path, m: dict[str, Any]) -> dict[str, Any]:
+    """A stage folder as an artifact row; its checksum digests the shards' own sha256s."""
+    shards = m.get("shards") or []
+    checksum = None
+    if shards and all("sha256" in s for s in shards):
+        joined = "\n".join(s["sha256"] for s in shards).encode()
+        checksum = "sha256:" + hashlib.sha256(joined).hexdigest()
+    return {"uri": str(stage_dir.resolve()),
+            "kind": m.get("format") or KIND_OF.get(m["component"], m["component"]),
+            "records": m.get("records_out"),
+            "bytes": sum(s.get("bytes", 0) for s in shards) if shards else None,
+            "checksum": checksum}
+
+
+def _time(text: str | None) -> datetime | None:
+    """An ISO-8601 time from run.json (zone-less ones are taken as UTC, as seqline writes)."""
+    if not text:
+        return None
+    value = datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _unix(seconds: float | None) -> datetime | None:
+    return datetime.fromtimestamp(seconds, UTC) if seconds is not None else None
+
+
+def _mtime(path: Path) -> datetime:
+    return datetime.fromtimestamp(path.stat().st_mtime, UTC)

@@ -1,0 +1,205 @@
+"""The run store's tables, as they stand at the newest migration (head)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+
+__all__ = [
+    "ARTIFACT_ROLES",
+    "RUN_STATUSES",
+    "STAGE_STATUSES",
+    "TRIGGERS",
+    "UTCDateTime",
+    "artifacts",
+    "epochs",
+    "eval_metrics",
+    "lineage",
+    "metadata",
+    "pipelines",
+    "runs",
+    "samples",
+    "stage_runs",
+]
+
+# SQLAlchemy Core, not the ORM: every call is one short statement whose rows become plain JSON
+# dicts (the CLI's and dashboard's contract); an identity map and sessions would only add cost.
+
+RUN_STATUSES = ("queued", "running", "succeeded", "failed", "interrupted", "cancelled")
+STAGE_STATUSES = ("pending", "running", "succeeded", "failed", "cached", "skipped")
+TRIGGERS = ("manual", "schedule", "backfill", "resume")
+ARTIFACT_ROLES = ("input", "output")
+
+# Fixed names make constraints the same on SQLite and PostgreSQL, so migrations can name them.
+metadata = MetaData(naming_convention={
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+})
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware UTC datetime on every backend (SQLite keeps no zone: it stores UTC, naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:  # a naive time is ambiguous: refuse it rather than guess
+            raise ValueError(f"naive datetime {value!r}: pass an aware one (UTC)")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> CheckConstraint:
+    listed = ", ".join(f"'{v}'" for v in values)
+    return CheckConstraint(f"{column} IN ({listed})", name=column)
+
+
+pipelines = Table(
+    "pipelines", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(200), nullable=False),
+    # '' for unknown, not NULL: NULLs never collide in a UNIQUE constraint, '' does.
+    Column("file", String(1000), nullable=False, server_default=""),
+    Column("fingerprint", String(128), nullable=False, server_default=""),
+    Column("created", UTCDateTime, nullable=False),
+    UniqueConstraint("name", "file", "fingerprint"),
+)
+
+runs = Table(
+    "runs", metadata,
+    Column("run_id", String(200), primary_key=True),  # the key: a taken id fails the INSERT
+    Column("pipeline_id", ForeignKey("pipelines.id"), nullable=False),
+    Column("pipeline", String(200), nullable=False),  # copied from pipelines: list filters on it
+    Column("status", String(16), nullable=False),
+    Column("runner", String(50), nullable=False),
+    Column("options", JSON, nullable=False),
+    Column("trigger", String(16), nullable=False),
+    Column("started", UTCDateTime, nullable=False),
+    Column("finished", UTCDateTime),
+    Column("heartbeat", UTCDateTime),
+    Column("error_stage", String(200)),
+    Column("error_seq", BigInteger),
+    Column("error_message", Text),
+    Column("host", String(255)),
+    Column("pid", Integer),
+    Column("seqline_version", String(50)),
+    _one_of("status", RUN_STATUSES),
+    _one_of("trigger", TRIGGERS),
+    # Revision 2: `runs list` filters by pipeline or status, newest first; the reaper scans
+    # the running ones.
+    Index(None, "started"),
+    Index(None, "pipeline", "started"),
+    Index(None, "status", "started"),
+)
+
+stage_runs = Table(
+    "stage_runs", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+    Column("stage", String(200), nullable=False),
+    Column("component", String(100), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("started", UTCDateTime),
+    Column("finished", UTCDateTime),
+    Column("records_in", BigInteger),
+    Column("records_out", BigInteger),
+    Column("filtered", BigInteger),
+    Column("exploded", BigInteger),
+    Column("dead_lettered", BigInteger),
+    Column("seconds", Float),
+    Column("waited_input", Float),
+    Column("waited_output", Float),
+    Column("max_in_flight", Integer),  # blocks in flight at most (the runner's window in use)
+    Column("cache_key", String(128), index=True),
+    Column("cached_from", String(200)),  # a run_id; no foreign key: that run may be deleted
+    Column("params", JSON, nullable=False),
+    Column("error", Text),  # revision 2: why this attempt failed (retries keep each reason)
+    Column("blessed", Boolean),  # revision 2: evaluate's verdict; NULL for other stages
+    _one_of("status", STAGE_STATUSES),
+    UniqueConstraint("run_id", "stage", "attempt"),
+)
+
+artifacts = Table(
+    "artifacts", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("uri", String(2000), nullable=False, unique=True),  # a cache hit reuses the row
+    Column("kind", String(50), nullable=False),
+    Column("records", BigInteger),
+    Column("bytes", BigInteger),
+    Column("checksum", String(128)),
+)
+
+lineage = Table(
+    "lineage", metadata,
+    Column("stage_run_id", ForeignKey("stage_runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("artifact_id", ForeignKey("artifacts.id", ondelete="CASCADE"), primary_key=True),
+    Column("role", String(8), primary_key=True),
+    _one_of("role", ARTIFACT_ROLES),
+    Index(None, "artifact_id"),  # "which stage runs read this artifact?"
+)
+
+samples = Table(
+    "samples", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("stage_run_id", ForeignKey("stage_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("t", Float, nullable=False),  # Unix seconds (UTC): 8 bytes a row, plots directly
+    Column("records_done", BigInteger, nullable=False),
+    Column("rows_per_s", Float),
+    Column("waited_input", Float),
+    Column("waited_output", Float),
+    Column("in_flight", Integer),
+    Column("reorder_held", Integer),
+    Index(None, "stage_run_id", "t"),
+)
+
+epochs = Table(
+    "epochs", metadata,
+    Column("stage_run_id", ForeignKey("stage_runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("epoch", Integer, primary_key=True),
+    Column("metrics", JSON, nullable=False),
+    Column("input_wait_seconds", Float),
+    Column("seconds", Float),
+)
+
+eval_metrics = Table(
+    "eval_metrics", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("stage_run_id", ForeignKey("stage_runs.id", ondelete="CASCADE"), nullable=False),
+    Column("slice_column", String(200)),  # NULL (with slice_value) for the overall metric
+    Column("slice_value", String(500)),
+    Column("metric", String(200), nullable=False),
+    Column("value", Float, nullable=False),
+    Index(None, "stage_run_id"),
+)

@@ -1,0 +1,73 @@
+"""The executor's wiring, as a table: pipeline shape and options -> each stage's connections."""
+
+from __future__ import annotations
+
+import pytest
+
+from seqline.components import COMPONENTS
+from seqline.orchestration.wiring import Wiring, runnable_committed, wire
+from seqline.pipeline.config import parse_pipeline
+
+READ = "  - {name: read, component: ingest, params: {format: csv, paths: [in.csv]}}\n"
+WRITE = "  - {name: write, component: tfrecord_write}\n"
+PRE = "  - {name: pre, component: preprocess, params: {fn: 'fns:f'}}\n"
+PRE_OF_WRITE = ("  - {name: again, component: preprocess, inputs: write, "
+                "params: {fn: 'fns:f'}}\n")
+BATCH = "  - {name: batches, component: batching, params: {batch_size: 2, label: x}}\n"
+TRAIN = "  - {name: model, component: train, params: {model: tabular_regression}}\n"
+EVAL = "  - {name: evaluation, component: evaluate}\n"
+
+
+def W(stage, source, takes, **kw):  # noqa: N802 - reads as a table row
+    return Wiring(stage, source, takes, **kw)
+
+
+CASES = [
+    ("the demo as a line", [READ, WRITE, PRE, BATCH, TRAIN, EVAL], {}, [
+        W("read", None, "files", gives_belt=True),
+        W("write", "read", "belt", gives_belt=True),
+        W("pre", "write", "belt", gives_belt=True),
+        W("batches", "pre", "belt"),
+        W("model", "batches", "artifacts", follows_line=True),
+        W("evaluation", "model", "artifacts", waits_for_all=True),
+    ]),
+    ("one by one: ingest still streams, the rest wait for the stage before", [
+        READ, WRITE, PRE, BATCH, TRAIN], {"overlap": False}, [
+        W("read", None, "files", gives_belt=True),
+        W("write", "read", "belt"),
+        W("pre", "write", "feed", after="write"),
+        W("batches", "pre", "feed", after="pre"),
+        W("model", "batches", "artifacts", after="batches", follows_line=True),
+    ]),
+    ("a stage reading a non-adjacent stage follows its feed", [
+        READ, WRITE, PRE, PRE_OF_WRITE], {}, [
+        W("read", None, "files", gives_belt=True),
+        W("write", "read", "belt", gives_belt=True),
+        W("pre", "write", "belt"),
+        W("again", "write", "feed"),
+    ]),
+    ("resumed: committed stages only report, the next reads their feed", [
+        READ, WRITE, PRE, BATCH], {"committed": {"read", "write"}}, [
+        W("read", None, "artifacts", reused=True),
+        W("write", "read", "artifacts", reused=True),
+        W("pre", "write", "feed", gives_belt=True),
+        W("batches", "pre", "belt"),
+    ]),
+]
+
+
+@pytest.mark.parametrize(("stages", "options", "expected"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_wire_connects_each_stage(tmp_path, stages, options, expected):
+    (tmp_path / "in.csv").write_text("x\n1\n2\n")
+    (tmp_path / "fns.py").write_text("def f(batch):\n    return batch\n")
+    spec = parse_pipeline("name: t\nstages:\n" + "".join(stages), tmp_path, COMPONENTS)
+    assert wire(spec, COMPONENTS, **options) == expected
+
+
+def test_a_committed_stream_stage_reruns_when_its_reader_does(tmp_path):
+    (tmp_path / "in.csv").write_text("x\n1\n")
+    (tmp_path / "fns.py").write_text("def f(batch):\n    return batch\n")
+    spec = parse_pipeline("name: t\nstages:\n" + READ + WRITE + PRE, tmp_path, COMPONENTS)
+    assert runnable_committed(spec, COMPONENTS, {"read"}) == set()
+    assert runnable_committed(spec, COMPONENTS, {"read", "write"}) == {"read", "write"}
