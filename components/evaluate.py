@@ -14,30 +14,59 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from seqline.components.batching import Batches, load_batches, plan_of
+from seqline.components.examples import Batches, load_batches
+from seqline.components.plan import plan_of
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.params import PARAMS_CONFIG, StageParams, did_you_mean
 from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, StageSpec
 
-__all__ = ["METRICS", "SPEC", "EvaluateParams", "Threshold", "run_stage"]
+__all__ = ["METRICS", "SPEC", "ErrorBound", "EvaluateParams", "ShareBound", "Thresholds",
+           "is_classifier", "last_blessed", "run_stage"]
 
 Metric = Literal["mae", "rmse", "mse", "accuracy"]
 
 
-class Threshold(BaseModel):
-    """A bound a metric must hold for the model to be blessed: max, min or both."""
+def _bounded(bound: Any) -> Any:
+    if bound.max is None and bound.min is None:
+        raise ValueError("{max: x} and/or {min: y}")
+    return bound
+
+
+class ErrorBound(BaseModel):
+    """Bounds on an error metric (mae, rmse, mse), which is never negative."""
 
     model_config = PARAMS_CONFIG
 
-    max: float | None = Field(None, description="The metric must be at most this.")
-    min: float | None = Field(None, description="The metric must be at least this.")
+    max: float | None = Field(None, ge=0, description="The metric must be at most this.")
+    min: float | None = Field(None, ge=0, description="The metric must be at least this.")
+    _check = model_validator(mode="after")(_bounded)
 
-    @model_validator(mode="after")
-    def _bounded(self) -> Threshold:
-        if self.max is None and self.min is None:
-            raise ValueError("{max: x} and/or {min: y}")
-        return self
+
+class ShareBound(BaseModel):
+    """Bounds on a share (accuracy), between 0 and 1."""
+
+    model_config = PARAMS_CONFIG
+
+    max: float | None = Field(None, ge=0, le=1, description="The metric must be at most this.")
+    min: float | None = Field(None, ge=0, le=1, description="The metric must be at least this.")
+    _check = model_validator(mode="after")(_bounded)
+
+
+class Thresholds(BaseModel):
+    """Per metric, the bounds it must hold for the model to be blessed."""
+
+    model_config = PARAMS_CONFIG
+
+    mae: ErrorBound | None = None
+    rmse: ErrorBound | None = None
+    mse: ErrorBound | None = None
+    accuracy: ShareBound | None = None
+
+    def bounds(self) -> dict[str, dict[str, float]]:
+        """{metric: {max: x, min: y}} for the metrics that have bounds."""
+        return {name: bound.model_dump(exclude_none=True)
+                for name in type(self).model_fields if (bound := getattr(self, name))}
 
 
 class EvaluateParams(StageParams):
@@ -48,8 +77,9 @@ class EvaluateParams(StageParams):
         "whose output has one unit per class)."))
     slices: list[str] = Field(default_factory=list, description=(
         "Columns whose values group the eval examples (by the label's record)."))
-    thresholds: dict[Metric, Threshold] = Field(default_factory=dict, description=(
+    thresholds: Thresholds = Field(default_factory=Thresholds, description=(
         "{metric: {max: x} | {min: y}}: every one must hold for the model to be blessed."))
+
 
 # name -> (function of labels and predictions, True if higher is better)
 METRICS = {
@@ -77,24 +107,26 @@ def run_stage(stage: StageSpec[EvaluateParams], ctx: StageContext) -> StageResul
 
     p = stage.params
     train = read_manifest(ctx.run / ctx.source)
-    batches = load_batches(ctx.run, plan_of(read_manifest(ctx.run / train["input"])))
-    if not len(batches.eval_starts):
+    plan = plan_of(read_manifest(ctx.run / train["input"]))
+    batches = load_batches(ctx.run, plan, stage.name)
+    targets = batches.label_rows("eval")  # each eval example's label row, to slice by
+    if not len(targets):
         raise ConfigError(f"{stage.where}: the eval split is empty; set batching's "
                           "`eval_fraction` above 0.")
     model = keras.models.load_model(ctx.run / ctx.source / "model.keras")
     classify = is_classifier(model.output_shape, train["model_spec"]["num_classes"])
     names = list(p.metrics or (["accuracy"] if classify else ["mae", "rmse"]))
     _check(stage, p.slices, batches)
-    labels, predicted, targets = _predict(model, batches, classify)
+    labels, predicted = _predict(model, batches, classify)
     metrics = _metrics(names, labels, predicted)
     slices = {column: {str(value): _metrics(names, labels[mask], predicted[mask])
                        for value, mask in _groups(batches.columns[column][targets])}
               for column in p.slices}
-    thresholds = {k: v.model_dump(exclude_none=True) for k, v in p.thresholds.items()}
+    thresholds = p.thresholds.bounds()
     return StageResult({"examples": len(labels), "metrics": metrics, "slices": slices,
                         "classifier": classify,
                         **_bless(stage, ctx, names[0], metrics, thresholds)},
-                       records_in=len(batches.seq))
+                       records_in=batches.records)
 
 
 def is_classifier(output_shape: Any, num_classes: int | None) -> bool:
@@ -118,17 +150,15 @@ def _check(stage: StageSpec[EvaluateParams], slices: list[str], batches: Batches
                               f"{MAX_SLICES} values; slice by a column of a few groups.")
 
 
-def _predict(model: Any, batches: Batches, classify: bool
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    labels, predicted = [], []
+def _predict(model: Any, batches: Batches, classify: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The eval examples' labels and the model's predictions, in plan order."""
+    labels: list[np.ndarray] = []
+    predicted: list[np.ndarray] = []
     for x, y, _ in batches.batches("eval"):
         out = np.asarray(model.predict_on_batch(x))
         predicted.append(out.argmax(axis=-1) if classify else out.reshape(-1))
         labels.append(y)
-    targets = batches.targets(batches.order("eval", 0))
-    if batches.plan.remainder == "drop":
-        targets = targets[:sum(len(y) for y in labels)]
-    return np.concatenate(labels).astype(np.float64), np.concatenate(predicted), targets
+    return np.concatenate(labels).astype(np.float64), np.concatenate(predicted)
 
 
 def _metrics(names: list[str], labels: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
@@ -150,7 +180,7 @@ def _bless(stage: StageSpec, ctx: StageContext, main: str, metrics: dict[str, fl
         checks[name] = {**bound, "value": value, "ok": ok}
         if not ok:
             reasons.append(f"{name} {value} is outside its threshold {bound}")
-    baseline = _last_blessed(ctx, stage.name)
+    baseline = last_blessed(ctx.root, ctx.pipeline, stage.name, exclude=ctx.run.name)
     if baseline and main in baseline["metrics"]:
         higher = METRICS[main][1]
         before, now = baseline["metrics"][main], metrics[main]
@@ -167,14 +197,16 @@ def _bless(stage: StageSpec, ctx: StageContext, main: str, metrics: dict[str, fl
             if baseline else None}
 
 
-def _last_blessed(ctx: StageContext, stage: str) -> dict[str, Any] | None:
-    """The newest blessed evaluation of the same pipeline and stage among the other runs."""
+def last_blessed(root: Path, pipeline: str, stage: str, exclude: str | None = None
+                 ) -> dict[str, Any] | None:
+    """The newest blessed evaluation of the same pipeline and stage among the runs under
+    `root` (but `exclude`): the baseline a new model is compared with."""
     found = []
-    for manifest_path in (ctx.root / "runs").glob(f"*/{stage}/manifest.json"):
+    for manifest_path in (Path(root) / "runs").glob(f"*/{stage}/manifest.json"):
         run = manifest_path.parent.parent
-        if run == ctx.run or not (run / "run.json").exists():
+        if run.name == exclude or not (run / "run.json").exists():
             continue
-        if json.loads((run / "run.json").read_text()).get("pipeline") != ctx.pipeline:
+        if json.loads((run / "run.json").read_text()).get("pipeline") != pipeline:
             continue
         manifest = json.loads(manifest_path.read_text())
         if manifest.get("blessed"):
@@ -185,5 +217,12 @@ def _last_blessed(ctx: StageContext, stage: str) -> dict[str, Any] | None:
     return {"run_id": run_id, "metrics": manifest["metrics"]}
 
 
+def _baseline(root: Path, pipeline: str, stage: StageSpec[EvaluateParams]) -> Any:
+    """What a cached evaluation depends on beyond its input: the baseline's metrics."""
+    baseline = last_blessed(root, pipeline, stage.name)
+    return baseline["metrics"] if baseline else None
+
+
 SPEC = ComponentSpec("evaluate", EvaluateParams, run_stage, reads="model", writes="evaluation",
+                     depends_on=_baseline,
                      doc="A model + the eval split -> metrics, slices and a blessing.")

@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import contextlib
 import time
-import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, WithJsonSchema
 
-from seqline.components.batching import Plan, load_batches, plan_of, source_feed, stream_batches
+from seqline.components.examples import (
+    StreamedBatches,
+    TrainingInput,
+    load_batches,
+    source_feed,
+)
 from seqline.components.models import PRESETS, ModelSpec
+from seqline.components.plan import plan_of
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.audit import SeqDigest, seq_digest
 from seqline.pipeline.errors import ConfigError, SeqlineError, StageError
-from seqline.pipeline.functions import load_function
+from seqline.pipeline.functions import FUNCTION_PATTERN, load_function
 from seqline.pipeline.params import StageParams, did_you_mean, one_of
 from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, StageSpec
+
+if TYPE_CHECKING:
+    import keras
 
 __all__ = ["SPEC", "EpochAudit", "TrainParams", "run_stage", "setup_devices"]
 
@@ -34,7 +40,9 @@ def _model_ref(ref: str) -> str:
 class TrainParams(StageParams):
     """train's parameters: the model, how long and how fast it learns, and on what devices."""
 
-    model: Annotated[str, AfterValidator(_model_ref)] = Field(description=(
+    model: Annotated[str, AfterValidator(_model_ref), WithJsonSchema({"anyOf": [
+        {"enum": list(PRESETS)}, {"type": "string", "pattern": FUNCTION_PATTERN}]})] = Field(
+        description=(
         "A preset (tabular_regression, tabular_classification, sequence_forecasting) or "
         "'module:function' returning a compiled Keras model."))
     label: str | None = Field(None, description="Default: the batching stage's label.")
@@ -67,8 +75,11 @@ class EpochAudit:
         self._reset()
 
     def _reset(self) -> None:
-        self.digest, self.batches, self.input_seconds = SeqDigest(), [], 0.0
-        self.handed, self.asked, self.pulled = [], [], None
+        self.digest, self.input_seconds = SeqDigest(), 0.0
+        self.batches: list[dict[str, Any]] = []  # per batch: first, last and replica seq
+        self.handed: list[float] = []  # when each batch was handed over (perf_counter)
+        self.asked: list[float] = []  # when each step asked for its batch
+        self.pulled: float | None = None  # when the input pipeline was first pulled
 
     def begin(self, epoch: int) -> None:
         self.epoch = epoch
@@ -87,6 +98,7 @@ class EpochAudit:
         self.asked.append(time.perf_counter())
 
     def end(self, epoch: int, logs: dict[str, float]) -> None:
+        """The epoch's record: its seq digest, batches, time and input wait, and metrics."""
         seconds = time.perf_counter() - self.started
         asked = list(self.asked)
         if asked and self.pulled:
@@ -130,8 +142,8 @@ def setup_devices(cpu_replicas: int | None) -> Any:
     return tf.distribute.get_strategy()
 
 
-def run_stage(stage: StageSpec[TrainParams], ctx: StageContext, callbacks: list | None = None
-              ) -> StageResult:
+def run_stage(stage: StageSpec[TrainParams], ctx: StageContext,
+              callbacks: list[keras.callbacks.Callback] | None = None) -> StageResult:
     """Train the model on the batching plan's train split; evaluate on eval each epoch.
 
     In an assembly line the first epoch starts as soon as batching has announced its plan and
@@ -144,64 +156,61 @@ def run_stage(stage: StageSpec[TrainParams], ctx: StageContext, callbacks: list 
     (`seqline run --resume RUN_ID`): a backup beside the stage keeps weights, optimizer and
     epoch, and the data of every epoch is a pure function of the plan and the epoch number.
 
+    Example: the weather example's 1,461 days in 14-day windows, batch_size 32, eval 20 %,
+    15 epochs: each epoch is fed the same 37 batches (seq 14-1168) in seq order, and the
+    manifest records each epoch's seq digest, equal to the plan's train digest.
+
+    Args:
+        stage: the train stage and its parameters.
+        ctx: where it runs; `ctx.source` is the batching stage.
+        callbacks: more Keras callbacks, run after the stage's own (tests interrupt with one).
+
     Raises:
         ConfigError: unknown model preset or function, batch size not divisible by replicas.
-        StageError: the model function raised or returned no compiled model.
+        StageError: the model function raised or returned no compiled model; a label is out
+            of the model's classes; the input has no records.
     """
-    import keras
-    import tensorflow as tf
-
     p = stage.params
-    plan, data = _input(stage, ctx)
-    if p.label not in (None, plan.label):
-        raise ConfigError(f"{stage.where}: label {p.label!r} differs from the batching "
-                          f"stage's label {plan.label!r}; set it once, on batching.")
+    data = _input(stage, ctx)
     strategy = setup_devices(p.cpu_replicas)
     replicas = strategy.num_replicas_in_sync
-    if plan.batch_size % replicas:
-        raise ConfigError(f"{stage.where}: batch_size {plan.batch_size} does not split "
+    if data.plan.batch_size % replicas:
+        raise ConfigError(f"{stage.where}: batch_size {data.plan.batch_size} does not split "
                           f"into {replicas} equal replica slices; use a multiple of {replicas}.")
-    keras.utils.set_random_seed(p.seed)
-    tf.config.experimental.enable_op_determinism()
-    spec = _model_spec(plan, data, p)
+    from seqline.components import keras_fit  # TensorFlow: seconds to import, so only here
+
+    keras_fit.seed(p.seed)
+    spec = _model_spec(stage, data)
     with strategy.scope():
         model = _build(stage, ctx, p.model, spec)
     audit = EpochAudit(replicas)
     out = Path(ctx.out_dir)
-    with warnings.catch_warnings():
-        # The first epoch's length is unknown on purpose (the records are still arriving);
-        # Keras warns that its input "ran out of data" when that epoch ends.
-        warnings.filterwarnings("ignore", message="Your input ran out of data")
-        history = _fit(model, plan, data, spec, audit, stage, ctx, out, p.epochs,
-                       callbacks)
+    history = keras_fit.fit(model, keras_fit.Feeder(stage, data, spec, audit), p.epochs, [
+        *keras_fit.saving(out, ctx.run / f".{stage.name}.backup"),
+        keras_fit.AuditCallback(audit), *(callbacks or [])])
     from_memory = data.release()
     if ctx.line:  # batching's own account must be complete before the model is
         ctx.line.committed(ctx.source)
     model.save(out / "model.keras")
     model.export(str(out / "saved_model"), verbose=False)
+    return _result(stage, type(strategy).__name__, audit, history.history, spec, from_memory)
+
+
+def _result(stage: StageSpec[TrainParams], strategy: str, audit: EpochAudit,
+            history: dict[str, list[float]], spec: ModelSpec, from_memory: int) -> StageResult:
     waited = round(sum(e["input_wait_seconds"] for e in audit.epochs), 4)
     return StageResult({
-        "strategy": type(strategy).__name__, "replicas": replicas,
-        "model": p.model, "epochs": audit.epochs, "input_wait_seconds": waited,
+        "strategy": strategy, "replicas": audit.replicas,
+        "model": stage.params.model, "epochs": audit.epochs, "input_wait_seconds": waited,
         "shards_from_memory": from_memory,  # taken as stored, not decoded (see ShardFeed)
-        "final_metrics": {k: float(v[-1]) for k, v in history.history.items()},
+        "final_metrics": {k: float(v[-1]) for k, v in history.items()},
         "model_spec": {"features": list(spec.features), "label": spec.label,
                        "input_shape": list(spec.input_shape), "num_classes": spec.num_classes},
     }, records_in=audit.epochs[-1]["examples"] if audit.epochs else 0, waited_input=waited)
 
 
-@dataclass(frozen=True)
-class _Data:
-    """Where training's batches come from: `batches(split, epoch)`, and the first train
-    records' features and labels (`first(k)`), which set normalization and the class count."""
-
-    batches: Callable[[str, int], Iterator[tuple[np.ndarray, ...]]]
-    first: Callable[[int], tuple[np.ndarray, np.ndarray]]
-    release: Callable[[], int] = lambda: 0  # frees what the input holds; shards taken from it
-
-
-def _input(stage: StageSpec[TrainParams], ctx: StageContext) -> tuple[Plan, _Data]:
-    """The batching plan, and where each epoch's batches come from.
+def _input(stage: StageSpec[TrainParams], ctx: StageContext) -> TrainingInput:
+    """Where each epoch's batches come from, following the batching plan.
 
     Unshuffled: streamed from the plan's source records, followed while they are stored.
     Shuffled: the whole split in memory, once the source has committed.
@@ -212,51 +221,27 @@ def _input(stage: StageSpec[TrainParams], ctx: StageContext) -> tuple[Plan, _Dat
         if "plan" not in batching:
             raise ConfigError(f"{stage.where}: input {ctx.source!r} is not a batching stage.")
         plan = plan_of(batching)
+    if stage.params.label not in (None, plan.label):
+        raise ConfigError(f"{stage.where}: label {stage.params.label!r} differs from the "
+                          f"batching stage's label {plan.label!r}; set it once, on batching.")
     if plan.shuffle:
         if ctx.line:
             ctx.line.committed(plan.source)
-        b = load_batches(ctx.run, plan)
-        return plan, _Data(b.batches, lambda k: (b.x[b.train_rows[:k]], b.y[b.train_rows[:k]]))
+        return load_batches(ctx.run, plan, stage.name)
     feed = ctx.line.feed(plan.source) if ctx.line else source_feed(ctx.run, plan.source)
     feed.follow()  # the first epoch takes the records from memory as they are stored
-
-    def first(k: int) -> tuple[np.ndarray, np.ndarray]:
-        records = replace(plan, window=None, batch_size=k, remainder="keep")
-        x, y, _ = next(stream_batches(records, feed, "train", take=False), (None, None, None))
-        if x is None:
-            raise StageError(f"{stage.where}: the train split of {plan.source!r} is empty.",
-                             stage=stage.name)
-        return x, y
-
-    def release() -> int:
-        feed.release()
-        return feed.taken
-
-    return plan, _Data(lambda split, epoch: stream_batches(plan, feed, split), first, release)
+    return StreamedBatches(plan, feed)
 
 
-def _fit(model: Any, plan: Plan, data: _Data, spec: ModelSpec, audit: EpochAudit,
-         stage: StageSpec[TrainParams], ctx: StageContext, out: Path, epochs: int,
-         callbacks: list | None) -> Any:
-    import keras
-
-    return model.fit(
-        _dataset(plan, data, "train", spec, audit), epochs=epochs, verbose=0,
-        shuffle=False, validation_data=_dataset(plan, data, "eval", spec)
-        if plan.eval_fraction > 0 else None,
-        callbacks=[keras.callbacks.BackupAndRestore(str(ctx.run / f".{stage.name}.backup")),
-                   keras.callbacks.ModelCheckpoint(
-                       str(out / "checkpoints" / "epoch-{epoch:03d}.weights.h5"),
-                       save_weights_only=True),
-                   keras.callbacks.TensorBoard(str(out / "tensorboard")),
-                   _AuditCallback(audit), *(callbacks or [])])
-
-
-def _model_spec(plan: Plan, data: _Data, p: TrainParams) -> ModelSpec:
+def _model_spec(stage: StageSpec[TrainParams], data: TrainingInput) -> ModelSpec:
     """Feature mean and variance (and the class count) from the first train records."""
-    x, y = data.first(p.stats_records)
-    shape = (len(plan.features),) if plan.window is None \
-        else (plan.window["length"], len(plan.features))
+    p, plan = stage.params, data.plan
+    first = data.first(p.stats_records)
+    if first is None:
+        raise StageError(f"{stage.where}: the train split of {plan.source!r} is empty.",
+                         stage=stage.name)
+    x, y = first
+    shape = (len(plan.features),) if plan.window is None else (plan.length, len(plan.features))
     classes = p.num_classes
     if classes is None and np.issubdtype(y.dtype, np.integer) and len(y):
         classes = int(np.max(y)) + 1
@@ -282,85 +267,6 @@ def _build(stage: StageSpec[TrainParams], ctx: StageContext, ref: str, spec: Mod
     return model
 
 
-def _dataset(plan: Plan, data: _Data, split: str, spec: ModelSpec,
-             audit: EpochAudit | None = None) -> Any:
-    """The split as a tf.data.Dataset of (x, y) batches, produced in plan order.
-
-    Its length is left unknown: in a line the first epoch's is not known until the stream
-    ends, and Keras runs each epoch until the batches run out.
-    """
-    import tensorflow as tf
-
-    x_shape = (None, *spec.input_shape)
-    y_type = tf.int64 if spec.num_classes is not None else tf.float32
-
-    def generate():
-        # Batches go to TensorFlow several at a time, stacked, and tf.data's unbatch() splits
-        # them again in C++: one Python hand-over per chunk instead of per batch, which on a
-        # busy CPU is what made training steps wait for input (13 % of the demo's step time
-        # before, under 1 % after).
-        epoch = audit.epoch if audit else 0
-        if audit:
-            audit.pulled = time.perf_counter()
-        chunk: list[tuple[np.ndarray, ...]] = []
-        last = time.perf_counter()
-        for batch in data.batches(split, epoch):
-            _check_label(plan, spec, batch)
-            if audit:
-                audit.record(batch[2], time.perf_counter() - last)
-            if chunk and len(batch[2]) != len(chunk[0][2]):  # the last, partial batch
-                yield _stack(chunk, y_type)
-                chunk = []
-            chunk.append(batch)
-            if len(chunk) == CHUNK:
-                yield _stack(chunk, y_type)
-                chunk = []
-            last = time.perf_counter()
-        if chunk:
-            yield _stack(chunk, y_type)
-
-    signature = (tf.TensorSpec((None, *x_shape), tf.float32), tf.TensorSpec((None, None), y_type))
-    return tf.data.Dataset.from_generator(generate, output_signature=signature) \
-        .unbatch().prefetch(2)
-
-
-CHUNK = 16
-
-
-def _stack(chunk: list[tuple[np.ndarray, ...]], y_type: Any) -> tuple[np.ndarray, np.ndarray]:
-    return (np.stack([x for x, _, _ in chunk]),
-            np.stack([y for _, y, _ in chunk]).astype(y_type.as_numpy_dtype))
-
-
-def _check_label(plan: Plan, spec: ModelSpec, batch: tuple[np.ndarray, ...]) -> None:
-    _, y, seq = batch
-    if spec.num_classes is not None and len(y) and int(np.max(y)) >= spec.num_classes:
-        bad = int(np.argmax(y >= spec.num_classes))
-        raise StageError(
-            f"the label {plan.label!r} is {int(y[bad])} at seq {int(seq[bad])}, but the model "
-            f"has {spec.num_classes} classes (from the first train records). Set "
-            "`num_classes` on the train stage.", seq=int(seq[bad]))
-
-
-class _AuditCallback:
-    """Marks epoch boundaries for the audit (a plain Keras callback, built lazily)."""
-
-    def __new__(cls, audit: EpochAudit) -> Any:
-        import keras
-
-        class AuditCallback(keras.callbacks.Callback):
-            def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-                audit.begin(epoch)
-
-            def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
-                audit.step_begins()
-
-            def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-                audit.end(epoch, logs or {})
-
-        return AuditCallback()
-
-
 def _validate(stage: StageSpec[TrainParams], base_dir: Path) -> None:
     if ":" in stage.params.model:
         try:
@@ -376,7 +282,8 @@ def verify_audit(run: Path, manifest: dict[str, Any], problems: list[str]) -> No
     read from the shards), so an epoch that does not match what the model was fed shows here.
     """
     try:
-        batches = load_batches(run, plan_of(read_manifest(run / manifest["input"])))
+        plan = plan_of(read_manifest(run / manifest["input"]))
+        batches = load_batches(run, plan, manifest.get("stage", "train"))
     except SeqlineError as exc:
         problems.append(f"audit: cannot rebuild the batches: {exc}")
         return

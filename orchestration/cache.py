@@ -29,7 +29,7 @@ _CHUNK = 1 << 20
 
 def cache_keys(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], *,
                seqline_version: str, inputs: Callable[[StageSpec[Any], Path], list[str]],
-               extra: Callable[[StageSpec[Any]], Any] = lambda stage: None) -> dict[str, str]:
+               root: Path) -> dict[str, str]:
     """Every stage's cache key, in pipeline order.
 
     Args:
@@ -37,7 +37,7 @@ def cache_keys(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]],
         components: the component of each stage, by name.
         seqline_version: the running seqline's version.
         inputs: the files a stage that reads files reads (ingest's resolved paths).
-        extra: anything else a stage's output depends on (evaluate: its baseline's metrics).
+        root: the artifact root (what a component's `depends_on` may look at).
 
     Example: changing only preprocess's function changes the keys of preprocess and every
     stage after it, never those of ingest and tfrecord_write.
@@ -54,14 +54,15 @@ def cache_keys(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]],
             "params": stage.params.model_dump(mode="json"),
             "errors": stage.errors.model_dump(mode="json") if stage.errors else None,
             "seqline": seqline_version, "code": _code_of(stage, spec.base_dir),
-            "reads": reads, "extra": extra(stage),
+            "reads": reads, "depends_on": component.depends_on(root, spec.name, stage)
+            if component.depends_on else None,
         })
     return keys
 
 
 def _code_of(stage: StageSpec[Any], base_dir: Path) -> str | None:
-    refs = [getattr(stage.params, name, None) for name in ("fn", "model")]
-    refs = [r for r in refs if isinstance(r, str) and ":" in r]
+    named = [getattr(stage.params, name, None) for name in ("fn", "model")]
+    refs = [r for r in named if isinstance(r, str) and ":" in r]
     return _digest([code_digest(r, base_dir) for r in refs]) if refs else None
 
 
@@ -151,9 +152,15 @@ def cache_hits(spec: PipelineSpec, keys: Mapping[str, str], store: Any, root: Pa
         found = store.find_cached(keys[stage.name]) if stage.cache else None
         output = next((a for a in (found or {}).get("artifacts", [])
                        if a.get("checksum")), None)
-        folder = Path(output["uri"]) if output else None
-        if found is None or folder is None or not folder.resolve().is_relative_to(runs) \
-                or not folder.is_dir() or artifact_checksum(folder) != output["checksum"]:
+        if found is None or output is None or not _intact(Path(output["uri"]),
+                                                            output["checksum"], runs):
             break
+        folder = Path(output["uri"])
         hits[stage.name] = (found["run_id"], folder)
     return hits
+
+
+def _intact(folder: Path, checksum: str, runs: Path) -> bool:
+    """A stored stage folder under this root whose bytes are what was committed."""
+    return folder.resolve().is_relative_to(runs) and folder.is_dir() \
+        and artifact_checksum(folder) == checksum

@@ -136,6 +136,9 @@ class ComponentSpec(Generic[P]):
     live: bool = False
     validate: Callable[[StageSpec[P], Path], None] | None = None
     verify: Callable[[Path, dict[str, Any], list[str]], None] | None = None
+    # What else its output depends on, beyond its input and parameters, for its cache key:
+    # depends_on(root, pipeline name, stage) (evaluate: the baseline it compares with).
+    depends_on: Callable[[Path, str, StageSpec[P]], Any] | None = None
     version: str = "1"
     doc: str = ""
 

@@ -122,7 +122,7 @@ def test_cache_key_changes_with_the_seqline_version(folder):
 
     def keys(version: str) -> dict[str, str]:
         return cache_keys(spec, COMPONENTS, seqline_version=version,
-                          inputs=lambda stage, base: [str(base / "in.csv")])
+                          inputs=lambda stage, base: [str(base / "in.csv")], root=folder)
 
     assert all(keys("1.0")[s] != keys("1.1")[s] for s in ("read", "write", "features"))
     assert keys("1.0") == keys("1.0")
@@ -130,14 +130,20 @@ def test_cache_key_changes_with_the_seqline_version(folder):
 
 @pytest.mark.e2e
 def test_train_and_evaluate_are_cached_too(folder):
+    """Evaluate's key holds its baseline: run b compares with a's blessed model (a had none),
+    so it evaluates again; run c's baseline (b's) has the same metrics, so c reuses b's."""
     (folder / "p.yaml").write_text(ML)
     first = _run(folder, "a")
     again = _run(folder, "b")
-    assert set(_statuses(again).values()) == {"cached"}
+    assert _statuses(again) == {**dict.fromkeys(first, "cached"), "evaluation": "succeeded"}
     model = json.loads((folder / "root/runs/b/model/manifest.json").read_text())
     assert model["epochs"] == json.loads(
         (folder / "root/runs/a/model/manifest.json").read_text())["epochs"]
-    assert again["evaluation"]["evaluation"] == first["evaluation"]["evaluation"]
+    assert again["evaluation"]["evaluation"]["metrics"] == \
+        first["evaluation"]["evaluation"]["metrics"]
+    third = _run(folder, "c")
+    assert set(_statuses(third).values()) == {"cached"}
+    assert third["evaluation"]["cached_from"] == "b"
 
 
 def _edit(path: Path, old: str, new: str) -> None:

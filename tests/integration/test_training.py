@@ -16,6 +16,7 @@ from seqline.orchestration.runners import make_runner
 from seqline.orchestration.verify import verify_run
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.config import load_pipeline
+from seqline.pipeline.errors import StageError
 from seqline.pipeline.specs import StageContext
 from tests.conftest import REPO
 
@@ -124,11 +125,39 @@ def test_training_resumed_after_an_interruption_ends_with_the_same_weights(tmp_p
     with pytest.raises(_Interrupt):
         train.run_stage(stage, context("interrupted"), callbacks=[StopAfterEpoch()])
     resumed = train.run_stage(stage, context("resumed"))
-    assert [e["epoch"] for e in resumed["epochs"]] == [2]  # epochs 0 and 1 were not redone
+    assert [e["epoch"] for e in resumed.manifest["epochs"]] == [2]  # 0 and 1 not redone
     weights = [keras.models.load_model(tmp_path / n / "model.keras").get_weights()
                for n in ("straight", "resumed")]
     for a, b in zip(*weights, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+CLASSIFIER = """
+name: classes
+stages:
+  - {name: read, component: ingest, params: {paths: [data.csv], format: csv}}
+  - {name: examples, component: tfrecord_write}
+  - {name: batches, component: batching, params: {batch_size: 8, label: k, features: [x]}}
+  - name: model
+    component: train
+    params: {model: tabular_classification, epochs: 1, num_classes: 2}
+"""
+
+
+def test_training_a_label_beyond_the_classes_fails_naming_stage_label_and_seq(tmp_path):
+    """Labels are checked as batches pass: the first label >= num_classes stops the run with
+    the stage, the value and its seq (not TensorFlow's wrapper of the error)."""
+    labels = [i % 2 for i in range(60)]
+    labels[30] = 3  # a train record (the last 12 of 60 are eval)
+    (tmp_path / "data.csv").write_text("x,k\n" + "".join(
+        f"{i / 10},{k}\n" for i, k in enumerate(labels)))
+    (tmp_path / "pipeline.yaml").write_text(CLASSIFIER)
+    spec = load_pipeline(tmp_path / "pipeline.yaml", COMPONENTS)
+    with make_runner("local", mode="thread") as runner, pytest.raises(StageError, match=(
+            r"stage 'model' \(line \d+\): the label 'k' is 3 at seq 30, but the model has 2 "
+            r"classes .* Set `num_classes` on the train stage")) as error:
+        run_pipeline(spec, runner, tmp_path / "root", "r")
+    assert (error.value.stage, error.value.seq) == ("model", 30)
 
 
 def test_training_on_two_mirrored_cpu_replicas(tmp_path):
