@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 from seqline.components.examples import Batches, load_batches
+from seqline.components.models import is_classifier
 from seqline.components.plan import plan_of
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.errors import ConfigError
@@ -22,7 +23,7 @@ from seqline.pipeline.params import PARAMS_CONFIG, StageParams, did_you_mean
 from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, StageSpec
 
 __all__ = ["METRICS", "SPEC", "ErrorBound", "EvaluateParams", "ShareBound", "Thresholds",
-           "is_classifier", "last_blessed", "run_stage"]
+           "last_blessed", "run_stage"]
 
 Metric = Literal["mae", "rmse", "mse", "accuracy"]
 
@@ -127,16 +128,6 @@ def run_stage(stage: StageSpec[EvaluateParams], ctx: StageContext) -> StageResul
                         "classifier": classify,
                         **_bless(stage, ctx, names[0], metrics, thresholds)},
                        records_in=batches.records)
-
-
-def is_classifier(output_shape: Any, num_classes: int | None) -> bool:
-    """A model is a classifier when its output has one unit per class (softmax, logits).
-
-    Decided from the model, not from how it was made: a user's classifier and the preset
-    are judged alike, and a regression on integer labels (one output unit) stays one.
-    """
-    units = output_shape[-1] if output_shape else None
-    return num_classes is not None and units is not None and units > 1
 
 
 def _check(stage: StageSpec[EvaluateParams], slices: list[str], batches: Batches) -> None:

@@ -70,10 +70,12 @@ class Feeder:
     """
 
     def __init__(self, stage: StageSpec[TrainParams], data: TrainingInput, spec: ModelSpec,
-                 audit: EpochAudit) -> None:
+                 audit: EpochAudit, classify: bool) -> None:
         self.stage, self.data, self.spec, self.audit = stage, data, spec, audit
         self.error: SeqlineError | None = None
-        self.y_type = tf.int64 if spec.num_classes is not None else tf.float32
+        # Class indices for a classifier; a regression's label is a number, even an integer.
+        self.classify = classify
+        self.y_type = tf.int64 if classify else tf.float32
 
     def dataset(self, split: str) -> tf.data.Dataset:
         """The split as (x, y) batches in plan order; the train split is audited.
@@ -126,7 +128,7 @@ class Feeder:
     def _check_label(self, batch: Batch) -> None:
         _, y, seq = batch
         classes = self.spec.num_classes
-        if classes is not None and len(y) and int(np.max(y)) >= classes:
+        if self.classify and classes is not None and len(y) and int(np.max(y)) >= classes:
             bad = int(np.argmax(y >= classes))
             raise StageError(
                 f"{self.stage.where}: the label {self.spec.label!r} is {int(y[bad])} at seq "

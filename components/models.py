@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PRESETS", "ModelSpec"]
+__all__ = ["PRESETS", "ModelSpec", "is_classifier"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,16 @@ class ModelSpec:
     num_classes: int | None
     learning_rate: float
     seed: int
+
+
+def is_classifier(output_shape: Any, num_classes: int | None) -> bool:
+    """A model is a classifier when its output has one unit per class (softmax, logits).
+
+    Decided from the model, not from how it was made: a user's classifier and the preset
+    are judged alike, and a regression on integer labels (one output unit) stays one.
+    """
+    units = output_shape[-1] if output_shape else None
+    return num_classes is not None and units is not None and units > 1
 
 
 def _normalized_input(spec: ModelSpec) -> tuple[Any, Any]:

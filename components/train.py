@@ -16,7 +16,7 @@ from seqline.components.examples import (
     load_batches,
     source_feed,
 )
-from seqline.components.models import PRESETS, ModelSpec
+from seqline.components.models import PRESETS, ModelSpec, is_classifier
 from seqline.components.plan import plan_of
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.audit import SeqDigest, seq_digest
@@ -185,7 +185,9 @@ def run_stage(stage: StageSpec[TrainParams], ctx: StageContext,
         model = _build(stage, ctx, p.model, spec)
     audit = EpochAudit(replicas)
     out = Path(ctx.out_dir)
-    history = keras_fit.fit(model, keras_fit.Feeder(stage, data, spec, audit), p.epochs, [
+    feeder = keras_fit.Feeder(stage, data, spec, audit,
+                              is_classifier(model.output_shape, spec.num_classes))
+    history = keras_fit.fit(model, feeder, p.epochs, [
         *keras_fit.saving(out, ctx.run / f".{stage.name}.backup"),
         keras_fit.AuditCallback(audit), *(callbacks or [])])
     from_memory = data.release()

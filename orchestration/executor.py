@@ -4,7 +4,6 @@ artifact committed when its output is complete."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -21,7 +20,13 @@ from seqline.orchestration.line import AssemblyLine, Belt
 from seqline.orchestration.recorder import RunRecorder
 from seqline.orchestration.runners import Runner
 from seqline.orchestration.wiring import Wiring, runnable_committed, wire
-from seqline.pipeline.artifacts import MANIFEST, StageArtifact, read_manifest, run_dir
+from seqline.pipeline.artifacts import (
+    MANIFEST,
+    StageArtifact,
+    link_stage,
+    read_manifest,
+    run_dir,
+)
 from seqline.pipeline.audit import SeqDigest
 from seqline.pipeline.blocks import Block, recut, seq_of
 from seqline.pipeline.deadletters import DeadLetterFile
@@ -160,25 +165,6 @@ def _recorded(work: Callable[[], Path], stage: StageSpec[Any], report: StageRepo
 
 def _source_dir(folder: Path, wiring: Wiring) -> Path | None:
     return folder / wiring.source if wiring.source else None
-
-
-def link_stage(source: Path, target: Path) -> None:
-    """A committed stage folder into another run, by hard links: no bytes are copied.
-
-    Files are immutable once committed, so runs may share them. Where the two folders are on
-    different filesystems, the files are copied instead.
-    """
-    tmp = target.parent / f".{target.name}.tmp-link"
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp, copy_function=_link_or_copy)
-    os.rename(tmp, target)
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,10 +53,26 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")  # first: WAL needs the lock
-    cursor.execute("PRAGMA journal_mode = WAL")  # readers (dashboard) never block a run
+    _set_wal(cursor)  # readers (dashboard) never block a run
     cursor.execute("PRAGMA synchronous = NORMAL")  # durable in WAL mode but for power loss
     cursor.execute("PRAGMA foreign_keys = ON")  # SQLite leaves them off by default
     cursor.close()
+
+
+def _set_wal(cursor: Any) -> None:
+    """WAL mode, once per database file. Switching to it takes an exclusive lock that SQLite
+    does not wait for (no busy handler): two processes opening a new store at once see
+    "database is locked", so the loser retries until the winner has switched it."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)  # the winner's switch takes a few ms
 
 
 def _begin_sqlite(conn: Connection) -> None:

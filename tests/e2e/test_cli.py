@@ -172,3 +172,44 @@ def test_run_bad_ml_input_is_named(folder, text, code, message):
     result = _cli(folder, text)
     assert result.exit_code == code, result.output
     assert _matches(message, result.output), result.output
+
+
+CLASSIFIER = '''\
+import keras
+
+
+def build(spec):
+    inputs = keras.Input(spec.input_shape)
+    x = keras.layers.Normalization(mean=spec.mean, variance=spec.variance)(inputs)
+    outputs = keras.layers.Dense(spec.num_classes, activation="softmax")(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.Adam(0.05),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return model
+'''
+
+
+@pytest.mark.e2e
+def test_a_users_classifier_is_evaluated_as_a_classifier(folder):
+    """Decided from the model's output (one unit per class), not from a preset's name."""
+    (folder / "ml.csv").write_text("x,kind,y\n" + "".join(
+        f"{i % 30},k{i % 3},{(i % 30) // 10}\n" for i in range(300)))
+    (folder / "myclf.py").write_text(CLASSIFIER)
+    text = ML.replace("model: tabular_regression, epochs: 1", 'model: "myclf:build", epochs: 3')
+    result = _cli(folder, text.replace("batch_size: 8, label: y", "batch_size: 10, label: y, "
+                                       "features: [x], split: hash"))
+    assert result.exit_code == 0, result.output
+    evaluation = json.loads((folder / "root/runs/r1/evaluation/manifest.json").read_text())
+    assert evaluation["classifier"] is True
+    assert list(evaluation["metrics"]) == ["accuracy"]
+    assert 0.5 < evaluation["metrics"]["accuracy"] <= 1.0  # argmax, not flattened softmax
+
+
+@pytest.mark.e2e
+def test_a_regression_on_integer_labels_stays_a_regression(folder):
+    (folder / "ml.csv").write_text("x,kind,y\n" + "".join(f"{i},k{i % 3},{i * 2}\n"
+                                                          for i in range(40)))
+    result = _cli(folder, ML)
+    assert result.exit_code == 0, result.output
+    evaluation = json.loads((folder / "root/runs/r1/evaluation/manifest.json").read_text())
+    assert evaluation["classifier"] is False and list(evaluation["metrics"]) == ["mae", "rmse"]
