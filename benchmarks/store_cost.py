@@ -72,7 +72,7 @@ def main() -> None:
             return
         first, again, size_first, size_again = demo_rerun(Path(tmp))
         print(f"demo: first run {first:.1f} s, unchanged rerun {again:.1f} s (every stage "
-              "from the cache)")
+              "from the cache but evaluate, whose baseline is now the first run's model)")
         print(f"store: {size_first / 1e3:.0f} kB after the first demo run; "
               f"{size_first / 1e6 * 100:.1f} MB for 100 such runs")
 

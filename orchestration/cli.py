@@ -17,7 +17,7 @@ from rich.table import Table
 from seqline.components import COMPONENTS
 from seqline.components.schema import schema_text
 from seqline.orchestration.api import execute
-from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE, quiet_engines
 from seqline.orchestration.executor import StageReport
 from seqline.orchestration.runs_cli import runs_app, store_app
 from seqline.orchestration.verify import StageCheck, verify_run
@@ -65,6 +65,7 @@ def main(
         help="Print the installed version and exit.")] = False,
 ) -> None:
     """seqline: an ML pipeline that keeps every record in source order."""
+    quiet_engines()
 
 
 @app.command()
