@@ -123,7 +123,8 @@ def run(
     out.print(f"Run [bold]{result.run_id}[/] succeeded on {runner.value}; artifacts in "
               f"{(root / 'runs' / result.run_id).resolve()}")
     for report in result.stages:
-        out.print(f"  {report.stage:<16} {report.path}")
+        cached = f"  (cached from run {report.cached_from})" if report.cached_from else ""
+        out.print(f"  {report.stage:<16} {report.path}{cached}", highlight=False)
     _print_evaluations(result.stages)
     if result.checks is not None and not _print_checks(result.run_id, result.checks):
         raise typer.Exit(1)

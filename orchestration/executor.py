@@ -101,13 +101,7 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
               "workers": runner.workers, "window": runner.window, "queue": queue,
               "started_at": _now()}
     _write_run(folder, {**record, "status": "running"})
-    committed = {s.name for s in spec.stages if resume and (folder / s.name / MANIFEST).exists()}
-    done = runnable_committed(spec, COMPONENTS, committed | set(cached or {}))
-    for name in committed - done:  # it passes blocks on, which exist only while it runs
-        shutil.rmtree(folder / name)
-    cached = {name: hit for name, hit in (cached or {}).items() if name in done}
-    for name, (_, source) in cached.items():
-        link_stage(source, folder / name)
+    done, cached = _take_committed(spec, folder, resume, cached or {})
     line = AssemblyLine()
     if recorder is not None:
         recorder.plan(list(spec.stages), done - set(cached))
@@ -120,9 +114,8 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
             report = StageReport(stage.name, stage.component, source=wiring.source)
             reports.append(report)
             if wiring.reused:
-                _reuse(report, folder / stage.name, line)
-                if stage.name in cached and recorder is not None:
-                    report.status, report.cached_from = "cached", cached[stage.name][0]
+                _reuse(report, folder / stage.name, line, cached.get(stage.name, (None,))[0])
+                if report.cached_from and recorder is not None:
                     recorder.committed(stage, report, read_manifest(folder / stage.name),
                                        _source_dir(folder, wiring), report.cached_from)
                 continue
@@ -146,6 +139,22 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
     _write_run(folder, {**record, "status": "succeeded", "finished_at": _now(),
                         "stages": [r.stage for r in reports]})
     return reports
+
+
+def _take_committed(spec: PipelineSpec, folder: Path, resume: bool,
+                    cached: Mapping[str, tuple[str, Path]]
+                    ) -> tuple[set[str], dict[str, tuple[str, Path]]]:
+    """The stages this run need not run (committed by a resumed attempt, or cached), with the
+    cached ones linked into the run's folder. A committed stage that only passes blocks on
+    (ingest) runs again when its reader does: its blocks exist only while it runs."""
+    committed = {s.name for s in spec.stages if resume and (folder / s.name / MANIFEST).exists()}
+    done = runnable_committed(spec, COMPONENTS, committed | set(cached))
+    for name in committed - done:
+        shutil.rmtree(folder / name)
+    linked = {name: hit for name, hit in cached.items() if name in done}
+    for name, (_, source) in linked.items():
+        link_stage(source, folder / name)
+    return done, linked
 
 
 def _recorded(work: Callable[[], Path], stage: StageSpec[Any], report: StageReport,
@@ -220,13 +229,16 @@ def _open_run(folder: Path, run_id: str, resume: bool) -> Path:
     return folder
 
 
-def _reuse(report: StageReport, stage_dir: Path, line: AssemblyLine) -> None:
-    """A stage the resumed run already committed: its report, from its manifest."""
+def _reuse(report: StageReport, stage_dir: Path, line: AssemblyLine,
+           cached_from: str | None = None) -> None:
+    """A stage committed before (by the resumed run, or by `cached_from`): its report, from
+    its manifest."""
     m = read_manifest(stage_dir)
     report.counts = Counts(m["records_in"], m["records_out"], m["filtered"], m["exploded"],
                            m["dead_lettered"])
     report.seq_min, report.seq_max, report.seconds = m["seq_min"], m["seq_max"], m["seconds"]
-    report.status, report.path = "reused", stage_dir
+    report.status, report.path = ("cached" if cached_from else "reused"), stage_dir
+    report.cached_from = cached_from
     schema = m.get("schema")
     line.add_stage(report.stage, ShardFeed.stored(stage_dir, m, schema_from_text(schema))
                    if schema else None)

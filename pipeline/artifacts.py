@@ -11,7 +11,7 @@ from typing import Any
 
 from seqline.pipeline.errors import ConfigError
 
-__all__ = ["MANIFEST", "StageArtifact", "read_manifest", "run_dir"]
+__all__ = ["MANIFEST", "StageArtifact", "link_stage", "read_manifest", "run_dir"]
 
 MANIFEST = "manifest.json"
 
@@ -52,3 +52,22 @@ class StageArtifact:
 
     def abandon(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def link_stage(source: Path, target: Path) -> None:
+    """A committed stage folder into another run, by hard links: no bytes are copied.
+
+    Files are immutable once committed, so runs may share them. Where the two folders are on
+    different filesystems, the files are copied instead.
+    """
+    tmp = target.parent / f".{target.name}.tmp-link"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp, copy_function=_link_or_copy)
+    os.rename(tmp, target)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
