@@ -419,10 +419,15 @@ class ShardSink:
             # zlib level 6 is tf.io.TFRecordWriter's GZIP default; wbits 31 = gzip container.
             deflate = zlib.compressobj(self.level, zlib.DEFLATED, zlib.MAX_WBITS | 16)
             data = deflate.compress(data) + deflate.flush()
-        with open(Path(self.folder) / name, "wb") as f:
+        # Written under this attempt's own name, then renamed: a worker killed mid-write
+        # leaves a temporary file no manifest lists, never a shard with a shard's name.
+        final = Path(self.folder) / name
+        partial = final.with_name(f".{name}.tmp-{os.getpid()}")
+        with open(partial, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())  # the manifest that lists this shard is committed after it
+        os.replace(partial, final)
         seq = batch.column("__seq__")
         return batch, {"path": name, "records": batch.num_rows, "bytes": len(data),
                        "sha256": hashlib.sha256(data).hexdigest(),

@@ -419,6 +419,7 @@ def _manifest(stage: StageSpec[Any], report: StageReport, runner: Runner,
         "timeline": {"started": report.started, "finished": time.time()},
         "params": stage.params.model_dump(mode="json"),
         "runner": {"name": runner.name, "workers": runner.workers, "window": runner.window},
+        "block_retries": runner.block_retries.get(stage.name, 0),
         "committed_at": _now(),
     }
 

@@ -7,11 +7,11 @@ from collections.abc import Hashable, Iterable, Iterator
 from typing import Any, Protocol
 
 from seqline.pipeline.blocks import Block
-from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.reorder import ReorderBuffer
-from seqline.pipeline.stage import BlockResult, MapTask
+from seqline.pipeline.stage import BlockResult, MapTask, StageFailure
 
-__all__ = ["Engine", "Runner", "run_windowed"]
+__all__ = ["Engine", "Runner", "poisoned", "run_windowed"]
 
 
 class Runner(ABC):
@@ -35,6 +35,8 @@ class Runner(ABC):
         # for an earlier block (what the run store samples for the dashboard).
         self.in_flight: dict[str, int] = {}
         self.held: dict[str, int] = {}
+        # Per stage: blocks run again because their worker died (where the engine tells).
+        self.block_retries: dict[str, int] = {}
 
     @abstractmethod
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
@@ -103,3 +105,13 @@ def run_windowed(engine: Engine, task: MapTask, blocks: Iterable[Block], runner:
     finally:
         if pending:
             engine.cancel(list(pending))
+
+
+def poisoned(stage: str, block: Block, attempts: int) -> BlockResult:
+    """A block that killed its worker on every attempt: the run fails, naming it."""
+    error = StageError(
+        f"stage {stage!r}: block {block.index} (first seq {block.first_seq}) killed its "
+        f"worker process on all {attempts} attempts (a segfault in native code, os._exit, "
+        "or the kernel's OOM killer). Run with --workers 1 to see it fail on its own.",
+        stage=stage, block=block.index, seq=block.first_seq)
+    return BlockResult(stage, block.index, block.first_seq, failure=StageFailure.of(error))

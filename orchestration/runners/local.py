@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
+import shutil
+import tempfile
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import (
     FIRST_COMPLETED,
@@ -13,35 +18,62 @@ from concurrent.futures import (
 )
 from concurrent.futures import wait as wait_for_futures
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import Literal
 
-from seqline.orchestration.runners.base import Runner, run_windowed
+from seqline.orchestration.runners.base import Runner, poisoned, run_windowed
+from seqline.orchestration.runners.local_worker import init_worker, marker, run_marked
 from seqline.pipeline.blocks import Block
-from seqline.pipeline.errors import StageError
 from seqline.pipeline.stage import BlockResult, MapTask
 
 __all__ = ["LocalRunner"]
 
+log = logging.getLogger("seqline")
 
 # Imported once by the fork server, so each worker starts with them loaded (tfx-bsl's coders
 # take about 1 s and 230 MB to import) instead of importing them on its first block.
 PRELOAD = ["seqline.pipeline.stage", "pyarrow", "seqline.components.tfrecords",
-           "tfx_bsl.coders.example_coder"]
+           "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker"]
+
+# A retried block waits this long times its attempt number: a machine hiccup (memory
+# pressure, the OOM killer's pick) gets a moment to pass, a poison block fails in seconds.
+BACKOFF_SECONDS = 0.2
+
+
+@dataclass(eq=False)  # a handle: hashed by identity, as the windowed loop keys by it
+class _Job:
+    """One block of one stage, as long as it is in flight: its current future and attempt."""
+
+    task: MapTask
+    block: Block
+    future: Future
+    generation: int  # of the pool the future belongs to
+    attempt: int = 1
 
 
 class LocalRunner(Runner):
     """Blocks run in a process pool by default: user functions are Python, and threads would
     serialize them on the GIL. `mode="thread"` suits I/O-bound functions and small tests.
+
+    A worker that dies (SIGKILL, the OOM killer, a segfault in native code) breaks the pool:
+    the pool is started again and the blocks in flight are submitted again, in order; the
+    block whose worker died counts an attempt, and after `retries` more it fails the run,
+    named. The others were only stopped and are not charged. A user function's exception is
+    a result, not a death, and is not retried here.
     """
 
     name = "local"
 
     def __init__(self, workers: int = 2, window: int | None = None,
-                 mode: Literal["process", "thread"] = "process") -> None:
+                 mode: Literal["process", "thread"] = "process", retries: int = 3) -> None:
         super().__init__(workers, window)
         self.mode = mode
+        self.retries = retries
         self._pool: Executor | None = None
-        self._blocks: dict[Future, tuple[str, Block]] = {}
+        self._generation = 0
+        self._lock = threading.Lock()
+        self._markers = tempfile.mkdtemp(prefix="seqline-workers-") if mode == "process" \
+            else ""
 
     def _executor(self) -> Executor:
         if self._pool is None:
@@ -52,40 +84,73 @@ class LocalRunner(Runner):
                 # TensorFlow, gRPC or Ray threads (forking those can deadlock).
                 context = multiprocessing.get_context("forkserver")
                 context.set_forkserver_preload(PRELOAD)
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=context)
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=context,
+                                                 initializer=init_worker)
         return self._pool
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
                    ordered: bool = True) -> Iterator[BlockResult]:
         return run_windowed(self, task, blocks, self, ordered=ordered)
 
-    def submit(self, task: MapTask, block: Block) -> Future:
-        future = self._executor().submit(task, block)
-        self._blocks[future] = (task.stage, block)
-        return future
+    def submit(self, task: MapTask, block: Block) -> _Job:
+        with self._lock:
+            return _Job(task, block, self._start(task, block, 1), self._generation)
 
-    def wait(self, handles: list[Future]) -> list[tuple[Future, BlockResult]]:
-        done, _ = wait_for_futures(handles, return_when=FIRST_COMPLETED)
-        return [(future, self._result(future)) for future in done]
+    def _start(self, task: MapTask, block: Block, attempt: int) -> Future:
+        if self.mode == "thread":
+            return self._executor().submit(task, block)
+        return self._executor().submit(run_marked, task, block, self._markers, attempt)
 
-    def _result(self, future: Future) -> BlockResult:
-        stage, block = self._blocks.pop(future)
-        try:
-            return future.result()
-        except BrokenProcessPool as exc:
-            raise StageError(
-                f"stage {stage!r}: a worker process died while running block {block.index} "
-                f"(first seq {block.first_seq}); the user function may have crashed the "
-                "interpreter (e.g. a segfault in native code or os._exit). Run with --workers 1 "
-                "to see it fail on its own.",
-                stage=stage, block=block.index, seq=block.first_seq) from exc
+    def wait(self, handles: list[_Job]) -> list[tuple[_Job, BlockResult]]:
+        while True:
+            wait_for_futures([j.future for j in handles], return_when=FIRST_COMPLETED)
+            finished, broken = [], []
+            for job in handles:
+                if not job.future.done():
+                    continue
+                try:
+                    finished.append((job, job.future.result()))
+                except BrokenProcessPool:
+                    broken.append(job)
+            for job in broken:
+                finished.extend(self._recover(job))
+            if finished:
+                return finished
 
-    def cancel(self, handles: list[Future]) -> None:
-        for future in handles:
-            future.cancel()
-            self._blocks.pop(future, None)
+    def _recover(self, job: _Job) -> list[tuple[_Job, BlockResult]]:
+        """A job whose pool broke: run it again on a fresh pool, or fail it if it is the one
+        that keeps killing its worker."""
+        with self._lock:
+            if job.generation == self._generation and self._pool is not None:
+                # The first to see this pool broken: once every worker has stopped, the
+                # markers left say which blocks killed theirs.
+                self._pool.shutdown(wait=True)
+                self._pool = None
+                self._generation += 1
+            killed = marker(self._markers, job.task.stage, job.block.index, job.attempt)
+            died = killed.exists()
+            killed.unlink(missing_ok=True)
+            if died and job.attempt > self.retries:
+                return [(job, poisoned(job.task.stage, job.block, job.attempt))]
+            if died:
+                stage = job.task.stage
+                self.block_retries[stage] = self.block_retries.get(stage, 0) + 1
+                log.warning("stage %r: the worker running block %d (first seq %s) died; "
+                            "running it again (attempt %d of %d)", stage, job.block.index,
+                            job.block.first_seq, job.attempt + 1, self.retries + 1)
+                time.sleep(BACKOFF_SECONDS * job.attempt)
+                job.attempt += 1
+            job.future = self._start(job.task, job.block, job.attempt)
+            job.generation = self._generation
+        return []
+
+    def cancel(self, handles: list[_Job]) -> None:
+        for job in handles:
+            job.future.cancel()
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self._markers:
+            shutil.rmtree(self._markers, ignore_errors=True)

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from seqline.orchestration.runners.base import Runner, run_windowed
+from seqline.orchestration.runners.base import Runner, poisoned, run_windowed
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.stage import BlockResult, MapTask
 
@@ -28,7 +28,8 @@ class RayRunner(Runner):
     name = "ray"
 
     def __init__(self, workers: int = 2, window: int | None = None,
-                 address: str | None = None, working_dir: str | None = None) -> None:
+                 address: str | None = None, working_dir: str | None = None,
+                 retries: int = 3) -> None:
         super().__init__(workers, window)
         import ray  # imported here: the engine is an adapter, loaded only when chosen
 
@@ -38,10 +39,13 @@ class RayRunner(Runner):
             ray.init(address=address, num_cpus=None if address else workers,
                      include_dashboard=False, logging_level=logging.WARNING,
                      runtime_env=runtime_env)
-        # max_retries=0: a user function that raises is a result (StageFailure), not a crash;
-        # retrying a crashed worker belongs to the executor's retry policy, not Ray's.
-        self._remote = ray.remote(num_cpus=1, max_retries=0)(_run)
+        # Ray runs a task again when its worker dies or its node is lost (max_retries counts
+        # only such system failures); a user function that raises is a result (StageFailure),
+        # never an exception, so it is not retried. A block is released in its place as ever.
+        self._remote = ray.remote(num_cpus=1, max_retries=retries)(_run)
+        self.retries = retries
         self._task_refs: dict[int, Any] = {}
+        self._blocks: dict[Any, tuple[str, Block]] = {}  # by task ref: what it runs
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
                    ordered: bool = True) -> Iterator[BlockResult]:
@@ -51,14 +55,24 @@ class RayRunner(Runner):
         key = id(task)  # put the task in the object store once, not once per block
         if key not in self._task_refs:
             self._task_refs = {key: self._ray.put(task)}
-        return self._remote.remote(self._task_refs[key], block)
+        ref = self._remote.remote(self._task_refs[key], block)
+        self._blocks[ref] = (task.stage, block)
+        return ref
 
     def wait(self, handles: list[Any]) -> list[tuple[Any, BlockResult]]:
         ready, rest = self._ray.wait(handles, num_returns=1)
         if rest:  # collect everything else already finished, without waiting
             more, _ = self._ray.wait(rest, num_returns=len(rest), timeout=0)
             ready += more
-        return list(zip(ready, self._ray.get(ready), strict=True))
+        return [(ref, self._result(ref)) for ref in ready]
+
+    def _result(self, ref: Any) -> BlockResult:
+        stage, block = self._blocks.pop(ref)
+        try:
+            result: BlockResult = self._ray.get(ref)
+        except (self._ray.exceptions.WorkerCrashedError, self._ray.exceptions.NodeDiedError):
+            return poisoned(stage, block, self.retries + 1)  # Ray's retries are spent
+        return result
 
     def cancel(self, handles: list[Any]) -> None:
         """Nothing: the blocks in flight (at most the window) finish and are dropped.
@@ -68,3 +82,5 @@ class RayRunner(Runner):
         that was not pending"; ray-project/ray#54846, still in Ray 2.60). It did so here in
         CI, after a failing block. Letting a few blocks finish is the safe trade.
         """
+        for ref in handles:
+            self._blocks.pop(ref, None)

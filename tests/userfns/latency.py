@@ -5,6 +5,7 @@ workers import them for real.
 """
 
 import os
+import signal
 import time
 
 import numpy as np
@@ -69,3 +70,10 @@ def not_a_batch(batch: pa.RecordBatch) -> list:
 def double(batch: pa.RecordBatch) -> pa.RecordBatch:
     """A trivial vectorized map (the throughput benchmark's function)."""
     return batch.append_column("y", pc.multiply(batch.column("x"), 2))
+
+
+def die_at(batch: pa.RecordBatch, seq: int = 150) -> pa.RecordBatch:
+    """Kill this worker process outright (as a segfault would) on the block holding `seq`."""
+    if seq in batch.column(SEQ).to_pylist():
+        os.kill(os.getpid(), signal.SIGKILL)
+    return double(batch)
