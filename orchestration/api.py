@@ -181,10 +181,10 @@ def execute(spec: PipelineSpec, *, runner: str = "local", root: Path = Path(".se
         engine.setdefault("working_dir", str(spec.base_dir))
     options = {"workers": workers, "window": window, "queue": queue, "overlap": overlap,
                "cache": cache, **engine}
+    keys = cache_keys(spec, COMPONENTS, seqline_version=version("seqline"),
+                      inputs=_input_files, root=root)
     with RunStore.open(root, store) as runs:
         _open_record(runs, root, spec, run_id, runner, options, trigger, resume, pipeline_file)
-        keys = cache_keys(spec, COMPONENTS, seqline_version=version("seqline"),
-                          inputs=_input_files, root=root)
         hits = cache_hits(spec, keys, runs, root) if cache and not resume else {}
         recorder = RunRecorder(runs, run_id, COMPONENTS, keys, sample_seconds)
         try:

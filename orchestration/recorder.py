@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import asdict
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from seqline.orchestration.runners import Runner
 
 __all__ = ["RunRecorder"]
+
+log = logging.getLogger("seqline")
 
 # One sample per running stage a second is what a live chart needs; writes go in batches
 # every FLUSH_SECONDS (short transactions while readers read) and carry the heartbeat, which
@@ -144,9 +147,15 @@ class RunRecorder:
         self._flush(pending)
 
     def _flush(self, samples: list[dict[str, Any]]) -> None:
-        if samples:
-            self.store.add_samples(samples)
-        self.store.heartbeat(self.run_id)
+        """Write samples and a heartbeat. Charts are not worth a run: if the store cannot
+        take them (locked for longer than its timeout, a full disk), say so and go on."""
+        try:
+            if samples:
+                self.store.add_samples(samples)
+            self.store.heartbeat(self.run_id)
+        except Exception as exc:  # the store's own errors vary by database driver
+            log.warning("run %s: the run store could not record progress: %s", self.run_id,
+                        " ".join(str(exc).split())[:500])
 
     def _sample(self) -> list[dict[str, Any]]:
         now, rows = time.perf_counter(), []
