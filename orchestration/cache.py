@@ -121,16 +121,28 @@ def file_digest(path: str) -> str:
     return digest.hexdigest()
 
 
-def artifact_checksum(folder: Path) -> str:
-    """Every file of a committed stage folder, names and bytes: changes if any byte does."""
+def artifact_checksum(folder: Path, known: Mapping[str, str] | None = None) -> str:
+    """Every file of a committed stage folder, names and bytes: changes if any byte does.
+
+    The digest covers each file's name and SHA-256. `known` gives the SHA-256 of files whose
+    writer hashed them already (a manifest's shards and dead letters), so a commit does not
+    read them again; checking a folder before reuse passes none and reads every byte.
+    """
     folder = Path(folder)
+    known = known or {}
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(os.fsencode(path.relative_to(folder)) + b"\0")
-        with open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                digest.update(chunk)
+        name = path.relative_to(folder).as_posix()
+        digest.update(os.fsencode(name) + b"\0" + (known.get(name) or _sha256(path)).encode())
     return "sha256:" + digest.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _digest(value: Any) -> str:

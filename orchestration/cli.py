@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from seqline.components import COMPONENTS
 from seqline.components.schema import schema_text
 from seqline.orchestration.api import execute
+from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE, quiet_engines
 from seqline.orchestration.executor import StageReport
 from seqline.orchestration.runs_cli import runs_app, store_app
@@ -34,9 +34,8 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(store_app, name="store")
 # On a terminal, rich fits tables to it. Piped or in a CI log, nothing is cut or wrapped:
 # tables take their natural width and a message stays on one line, so grep finds it.
-out = Console() if Console().is_terminal else Console(width=10_000, soft_wrap=True)
-err = Console(stderr=True) if Console(stderr=True).is_terminal \
-    else Console(stderr=True, width=10_000, soft_wrap=True)
+out = console()
+err = console(stderr=True)
 
 
 

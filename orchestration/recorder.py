@@ -98,7 +98,7 @@ class RunRecorder:
         path = (report.path or Path()).resolve()
         self.store.record_artifact(stage_run, "output", str(path), self._kind(stage),
                                    manifest.get("records_out"), _bytes(manifest),
-                                   artifact_checksum(path))
+                                   artifact_checksum(path, _hashed(manifest)))
         if source is not None:
             self.store.record_artifact(stage_run, "input", str(source.resolve()), "", None, None,
                                        None)
@@ -180,6 +180,12 @@ class RunRecorder:
         if runner is None:
             return 0, 0
         return runner.in_flight.get(stage, 0), runner.held.get(stage, 0)
+
+
+def _hashed(manifest: dict[str, Any]) -> dict[str, str]:
+    """The files whose SHA-256 the stage's writers recorded: shards, dead letters."""
+    files = [*(manifest.get("shards") or []), manifest.get("dead_letters") or {}]
+    return {f["path"]: f["sha256"] for f in files if "sha256" in f}
 
 
 def _bytes(manifest: dict[str, Any]) -> int | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -11,10 +10,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from sqlalchemy.exc import ArgumentError, OperationalError
 
+from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
 from seqline.orchestration.store import RunStore
 from seqline.pipeline.errors import SeqlineError
@@ -25,8 +24,6 @@ runs_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_except
                        help="What ran, when, with what, and how it went (the run store).")
 store_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                         help="The run store itself.")
-# Wide enough that no cell is ever cut or wrapped when the output goes to a file or a pipe.
-UNBOUNDED_WIDTH = 10_000
 CONFIG_EXIT = 2  # as `seqline run`: a bad input, fixable by the user
 
 
@@ -74,7 +71,7 @@ def list_command(
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
     else:
-        _console().print(_runs_table(rows))
+        console().print(_runs_table(rows))
 
 
 @runs_app.command("show")
@@ -91,12 +88,12 @@ def show_command(
     if as_json:
         typer.echo(json.dumps(run, indent=2))
         return
-    console = _console()
-    console.print(_run_grid(run))
-    console.print(_stages_table(run["stages"]))
+    out = console()
+    out.print(_run_grid(run))
+    out.print(_stages_table(run["stages"]))
     for stage in run["stages"]:
         if stage["evaluation"]:
-            console.print(_evaluation_table(stage["name"], stage["evaluation"]))
+            out.print(_evaluation_table(stage["name"], stage["evaluation"]))
 
 
 @store_app.command("rebuild")
@@ -127,12 +124,6 @@ def _opened(root: Path, url: str | None) -> Iterator[RunStore]:
 def _fail(message: str) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(CONFIG_EXIT)
-
-
-def _console() -> Console:
-    """Full width and no colour when not a terminal (rich itself honours NO_COLOR)."""
-    tty = sys.stdout.isatty()
-    return Console(width=None if tty else UNBOUNDED_WIDTH, no_color=not tty, highlight=False)
 
 
 def _table(*columns: str, title: str | None = None) -> Table:
