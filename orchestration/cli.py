@@ -17,9 +17,11 @@ from seqline.components import COMPONENTS
 from seqline.components.schema import schema_text
 from seqline.orchestration.api import execute
 from seqline.orchestration.console import console
+from seqline.orchestration.dashboard.cli import register as register_dashboard
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE, quiet_engines
 from seqline.orchestration.executor import StageReport
 from seqline.orchestration.runs_cli import runs_app, store_app
+from seqline.orchestration.schedule.cli import register as register_schedules
 from seqline.orchestration.verify import StageCheck, verify_run
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.config import load_pipeline
@@ -32,6 +34,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="seqline: an ML pipeline that keeps every record in source order.")
 app.add_typer(runs_app, name="runs")
 app.add_typer(store_app, name="store")
+register_schedules(app)  # schedule …, scheduler, backfill
+register_dashboard(app)  # dashboard
 # On a terminal, rich fits tables to it. Piped or in a CI log, nothing is cut or wrapped:
 # tables take their natural width and a message stays on one line, so grep finds it.
 out = console()
@@ -43,6 +47,12 @@ class RunnerName(StrEnum):
     local = "local"
     beam = "beam"
     ray = "ray"
+
+
+class Trigger(StrEnum):
+    manual = "manual"
+    schedule = "schedule"
+    backfill = "backfill"
 
 
 class BeamMode(StrEnum):
@@ -99,6 +109,9 @@ def run(
         "--cache/--no-cache", help="Reuse a stage whose inputs, parameters and code are "
                                    "unchanged since a committed run under ROOT (default), or "
                                    "recompute every stage.")] = True,
+    trigger: Annotated[Trigger, typer.Option(
+        hidden=True, help="Why this run started, for the run store (the scheduler passes "
+                          "schedule or backfill).")] = Trigger.manual,
 ) -> None:
     """Run PIPELINE: every stage in order, artifacts under ROOT/runs/RUN_ID/."""
     engine: dict = {}
@@ -113,7 +126,7 @@ def run(
             result = execute(spec, runner=runner.value, root=root, store=store, run_id=run_id,
                              resume=resume, verify=check, cache=cache, progress=progress,
                              workers=workers, window=window, queue=queue, overlap=overlap,
-                             pipeline_file=pipeline, **engine)
+                             pipeline_file=pipeline, trigger=trigger.value, **engine)
     except ConfigError as exc:
         _fail(f"Configuration error: {exc}", 2)
     except SeqlineError as exc:

@@ -1,0 +1,1 @@
+"""The dashboard: a live page for every run and every stage, and Prometheus metrics."""
