@@ -50,7 +50,8 @@ def make_task(stage: StageSpec[PreprocessParams], base_dir: Path, out_dir: Path)
     fn = functools.partial(apply_batch, fn_ref=p.fn, batch_format=p.batch_format,
                            base_dir=str(base_dir), fn_kwargs=dict(p.fn_kwargs))
     return MapTask(stage.name, fn, dead_letters=stage.errors is not None,
-                   sink=make_sink(p.compression, p.compression_level, out_dir))
+                   sink=make_sink(p.compression, p.compression_level, out_dir),
+                   retries=stage.retries, retry_user_errors=stage.retry_user_errors)
 
 
 def apply_batch(batch: pa.RecordBatch, *, fn_ref: str, batch_format: str, base_dir: str,

@@ -45,7 +45,7 @@ def make_task(stage: StageSpec[TFRecordWriteParams], base_dir: Path, out_dir: Pa
     """
     p = stage.params
     return MapTask(stage.name, keep, sink=make_sink(p.compression, p.compression_level, out_dir),
-                   input_records=p.shard_records)
+                   input_records=p.shard_records, retries=stage.retries)
 
 
 def keep(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Sequence
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import yaml
@@ -24,7 +28,7 @@ from seqline.orchestration.verify import StageCheck, verify_run
 from seqline.pipeline.artifacts import read_manifest, run_dir
 from seqline.pipeline.config import build_pipeline, load_pipeline, make_stage, parse_pipeline
 from seqline.pipeline.deadletters import ErrorBudget
-from seqline.pipeline.errors import ConfigError, SeqlineError
+from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
 from seqline.pipeline.specs import PipelineSpec, StageSpec
 
 __all__ = ["Pipeline", "RunResult", "Stage", "execute", "new_run_id"]
@@ -37,6 +41,7 @@ class Stage:
     The component follows from the parameters' type: `Stage("read", IngestParams(...))` is an
     ingest stage. `inputs` names an earlier stage whose stored records it reads (default: the
     stage before it); `errors` is its error budget; `cache=False` always recomputes it.
+    `retries` (default: the pipeline's) and `retry_user_errors` are as in a pipeline file.
     """
 
     name: str
@@ -44,6 +49,8 @@ class Stage:
     inputs: Sequence[str] = ()
     errors: ErrorBudget | None = None
     cache: bool = True
+    retries: int | None = None
+    retry_user_errors: int = 0
 
     def spec(self) -> StageSpec[Any]:
         component = next((name for name, c in COMPONENTS.items()
@@ -52,8 +59,15 @@ class Stage:
             raise ConfigError(f"stage {self.name!r}: {type(self.params).__name__} is not a "
                               "component's parameters; use one of "
                               f"{', '.join(c.params.__name__ for c in COMPONENTS.values())}.")
+        for field_, value in (("retries", self.retries),
+                              ("retry_user_errors", self.retry_user_errors)):
+            if value is not None and not 0 <= value <= 10:
+                raise ConfigError(f"stage {self.name!r}: {field_} must be from 0 to 10, "
+                                  f"got {value}.")
         return make_stage(self.name, component, self.params, COMPONENTS,
-                          inputs=tuple(self.inputs), errors=self.errors, cache=self.cache)
+                          inputs=tuple(self.inputs), errors=self.errors, cache=self.cache,
+                          retries=3 if self.retries is None else self.retries,
+                          retry_user_errors=self.retry_user_errors)
 
 
 @dataclass(frozen=True)
@@ -98,8 +112,10 @@ class Pipeline:
     """
 
     def __init__(self, name: str, stages: Sequence[Stage], *, base_dir: Path | str = ".",
-                 errors: ErrorBudget | None = None) -> None:
-        specs = [replace(s, errors=s.errors or errors).spec() for s in stages]
+                 errors: ErrorBudget | None = None, retries: int = 3) -> None:
+        specs = [replace(s, errors=s.errors or errors,
+                         retries=retries if s.retries is None else s.retries).spec()
+                 for s in stages]
         self.spec = build_pipeline(name, specs, Path(base_dir).resolve(), COMPONENTS,
                                    source=f"pipeline {name!r}", errors=errors)
 
@@ -188,14 +204,19 @@ def execute(spec: PipelineSpec, *, runner: str = "local", root: Path = Path(".se
         hits = cache_hits(spec, keys, runs, root) if cache and not resume else {}
         recorder = RunRecorder(runs, run_id, COMPONENTS, keys, sample_seconds)
         try:
-            with make_runner(runner, workers=workers, window=window, **engine) as engine_:
+            # After the engine starts: Ray installs a SIGTERM handler of its own that ends
+            # the process at once.
+            with make_runner(runner, workers=workers, window=window, **engine) as engine_, \
+                    _sigterm_cancels():
                 recorder.start(engine_)
                 reports = run_pipeline(spec, engine_, root, run_id, progress, resume=resume,
                                        queue=queue, overlap=overlap, recorder=recorder,
                                        cached=hits)
-        except KeyboardInterrupt:
-            recorder.close("cancelled")
-            raise
+        except KeyboardInterrupt as exc:
+            cancelled = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")
+            cancelled.run_id = run_id
+            recorder.close("cancelled", cancelled)
+            raise cancelled from None
         except SeqlineError as exc:
             recorder.close("failed", exc)
             if raise_on_error or isinstance(exc, ConfigError):
@@ -207,6 +228,28 @@ def execute(spec: PipelineSpec, *, runner: str = "local", root: Path = Path(".se
         recorder.close("succeeded")
     checks = verify_run(root, run_id) if verify else None
     return RunResult(run_id, "succeeded", root, reports, checks)
+
+
+@contextmanager
+def _sigterm_cancels() -> Iterator[None]:
+    """SIGTERM (systemd, Kubernetes, `kill`) cancels the run as Ctrl-C does.
+
+    Only from the main thread, where Python delivers signals; elsewhere (a run inside a
+    user's thread) the default stays.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def cancel(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup
+        raise Cancelled(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, cancel)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _open_record(runs: RunStore, root: Path, spec: PipelineSpec, run_id: str, runner: str,
@@ -257,4 +300,8 @@ def _stage_entry(stage: StageSpec[Any], default: ErrorBudget | None) -> dict[str
         entry["errors"] = stage.errors.model_dump(exclude_defaults=True)
     if not stage.cache:
         entry["cache"] = False
+    if stage.retries != 3:
+        entry["retries"] = stage.retries
+    if stage.retry_user_errors:
+        entry["retry_user_errors"] = stage.retry_user_errors
     return entry

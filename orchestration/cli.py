@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from enum import StrEnum
@@ -25,7 +26,7 @@ from seqline.orchestration.schedule.cli import register as register_schedules
 from seqline.orchestration.verify import StageCheck, verify_run
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.config import load_pipeline
-from seqline.pipeline.errors import ConfigError, SeqlineError
+from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
 from seqline.pipeline.stage import Counts
 
 __all__ = ["app"]
@@ -131,6 +132,10 @@ def run(
         _fail(f"Configuration error: {exc}", 2)
     except SeqlineError as exc:
         _fail(f"Run failed: {exc}", 1)
+    except Cancelled as exc:
+        _fail(f"Run {exc.run_id} cancelled ({exc.signal}): its committed stages are kept, "
+              f"nothing half-written is. Finish it with: seqline run {pipeline} --resume "
+              f"--run-id {exc.run_id}", 128 + signal.Signals[exc.signal].value)
     _print_reports(result.stages, time.perf_counter() - start)
     out.print(f"Run [bold]{result.run_id}[/] succeeded on {runner.value}; artifacts in "
               f"{(root / 'runs' / result.run_id).resolve()}")

@@ -43,6 +43,9 @@ Progress = Callable[[str, Counts], None]
 # first epoch does not decode what was just encoded (see ShardFeed): enough for the trainer's
 # lag behind the stream on large inputs, and a bound on memory.
 HOLD_BYTES = 256 * 2**20
+# A cancelled run (SIGTERM, Ctrl-C) gives its stage threads this long to end once the engine
+# has stopped its workers: systemd and Kubernetes send SIGKILL 10 to 30 s after SIGTERM.
+HALT_SECONDS = 3.0
 
 
 @dataclass
@@ -125,7 +128,10 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
                                              _source_dir(folder, wiring)), after=wiring.after)
         line.join([s.name for s in spec.stages])
     except BaseException as exc:
-        line.stop.set()
+        cancelled = isinstance(exc, KeyboardInterrupt)
+        if cancelled:  # stop the workers the stages wait on, so that they end in seconds
+            runner.abort()
+        line.halt(HALT_SECONDS if cancelled else 0.0)
         for report in reports:
             if report.status not in ("succeeded", "reused", "cached"):
                 report.status = "failed"
@@ -133,7 +139,8 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
                     artifacts[report.stage].abandon()
                 if recorder is not None:
                     recorder.failed(report.stage, report, exc)
-        _write_run(folder, {**record, "status": "failed", "finished_at": _now(),
+        _write_run(folder, {**record, "status": "cancelled" if cancelled else "failed",
+                            "finished_at": _now(),
                             "error": f"{type(exc).__name__}: {exc}"})
         raise
     _write_run(folder, {**record, "status": "succeeded", "finished_at": _now(),

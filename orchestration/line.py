@@ -156,7 +156,9 @@ class AssemblyLine:
     def join(self, order: list[str]) -> None:
         """Wait for every stage; raise the first failure (the cause; later ones follow it).
 
-        Ctrl-C stops the line: the stages end at their next block and the run fails.
+        Ctrl-C or SIGTERM (a KeyboardInterrupt here) stops the line and is raised at once:
+        the caller stops the engine, whose workers the stages may be waiting on, then
+        `halt`s.
         """
         try:
             for stage in order:
@@ -167,8 +169,6 @@ class AssemblyLine:
             self.stop.set()
             for feed in self._feeds.values():
                 feed.fail(Stopped("interrupted"))
-            for thread in self._threads.values():
-                thread.join(timeout=10)
             raise
         if self._errors:
             stage, error = self._errors[0]
@@ -176,3 +176,16 @@ class AssemblyLine:
                 raise error
             raise StageError(f"stage {stage!r} failed: {type(error).__name__}: {error}",
                              stage=stage) from error
+
+    def halt(self, timeout: float) -> None:
+        """Stop every stage and wait up to `timeout` seconds, in all, for their threads.
+
+        A thread still running then (a driver stage inside a long library call) is left to
+        end with the process: its thread is a daemon, and its output is never committed.
+        """
+        self.stop.set()
+        for feed in self._feeds.values():
+            feed.fail(Stopped("the run is stopping"))
+        deadline = time.monotonic() + timeout
+        for thread in self._threads.values():
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -43,6 +43,12 @@ class StageEntry(BaseModel):
     errors: ErrorBudget | None = Field(None, description="This stage's error budget; default: "
                                                          "the file's.")
     cache: bool = Field(True, description="false: always recompute this stage.")
+    retries: int | None = Field(None, ge=0, le=10, description=(
+        "Times a block whose worker process died (killed, out of memory, a crash in native "
+        "code) runs again on a fresh worker; default: the file's `retries`."))
+    retry_user_errors: int = Field(0, ge=0, le=10, description=(
+        "Times a call of the stage's function that raised is tried again, for functions "
+        "that call flaky services; default 0: the first exception fails the block."))
 
 
 class PipelineFile(BaseModel):
@@ -55,6 +61,9 @@ class PipelineFile(BaseModel):
     errors: ErrorBudget | None = Field(None, description=(
         "Bad records a stage may set aside as dead letters; default: none (the first fails "
         "the run)."))
+    retries: int = Field(3, ge=0, le=10, description=(
+        "Times a block whose worker process died runs again, for every stage that does not "
+        "say otherwise."))
 
 
 def load_pipeline(path: Path | str, components: Mapping[str, ComponentSpec]) -> PipelineSpec:
@@ -81,7 +90,7 @@ def parse_pipeline(text: str, base_dir: Path, components: Mapping[str, Component
         raise ConfigError(f"{source}: expected a mapping with `name:` and a non-empty list "
                           "`stages:`; see the README for a pipeline file.")
     top = _validated(PipelineFile, data, source, lines, source)
-    stages = [_stage(raw, i, lines, source, top.errors, components)
+    stages = [_stage(raw, i, lines, source, top, components)
               for i, raw in enumerate(top.stages)]
     return build_pipeline(top.name or Path(source).stem, stages, base_dir, components,
                           source=source, errors=top.errors)
@@ -173,8 +182,7 @@ def _validated(model: type[BaseModel], data: Any, where: str, lines: FieldLines,
 
 
 def _stage(raw: Any, i: int, lines: dict[tuple[str, ...], int], source: str,
-           default_budget: ErrorBudget | None,
-           components: Mapping[str, ComponentSpec]) -> StageSpec[Any]:
+           top: PipelineFile, components: Mapping[str, ComponentSpec]) -> StageSpec[Any]:
     line = lines.get(("stages", str(i)))
     prefix = ("stages", str(i))
     own = {k[2:]: v for k, v in lines.items() if k[:2] == prefix}
@@ -186,8 +194,10 @@ def _stage(raw: Any, i: int, lines: dict[tuple[str, ...], int], source: str,
     params_lines = {k[1:]: v for k, v in own.items() if k[:1] == ("params",)}
     return make_stage(entry.name, entry.component, entry.params, components, where=where,
                       lines=params_lines, inputs=tuple(entry.inputs), line=line,
-                      errors=entry.errors if "errors" in raw else default_budget,
-                      cache=entry.cache)
+                      errors=entry.errors if "errors" in raw else top.errors,
+                      cache=entry.cache,
+                      retries=top.retries if entry.retries is None else entry.retries,
+                      retry_user_errors=entry.retry_user_errors)
 
 
 def _check_inputs(spec: PipelineSpec, stage: StageSpec[Any],

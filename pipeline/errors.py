@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "InternalError", "SeqlineError", "StageError"]
+__all__ = ["Cancelled", "ConfigError", "InternalError", "SeqlineError", "StageError"]
 
 
 class SeqlineError(Exception):
     """Base of every error seqline raises on purpose."""
+
+
+class Cancelled(KeyboardInterrupt):
+    """The run was stopped on purpose (SIGTERM, Ctrl-C): not an error, and resumable.
+
+    A KeyboardInterrupt, so that `except Exception` in user code or a library cannot swallow
+    it, and Ctrl-C and SIGTERM take one path.
+    """
+
+    def __init__(self, signal: str, run_id: str | None = None) -> None:
+        super().__init__(signal)
+        self.signal = signal
+        self.run_id = run_id
 
 
 class ConfigError(SeqlineError):

@@ -39,6 +39,11 @@ class StageSpec(Generic[P]):
     line: int | None = field(default=None, compare=False)
     errors: ErrorBudget | None = None  # None: the first bad record fails the run
     cache: bool = True  # False: always recompute, even when an equal stage run is stored
+    # System faults: a block whose worker died runs again on a fresh one, this many times.
+    retries: int = 3
+    # The user function's own exceptions: each call is tried again this many times (flaky
+    # services); 0: the first exception is the block's failure.
+    retry_user_errors: int = 0
 
     @property
     def where(self) -> str:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 import pickle
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,7 +21,12 @@ from seqline.pipeline.isolate import RowFailed, apply_isolating
 
 __all__ = ["BlockResult", "Counts", "MapTask", "StageFailure", "check_order"]
 
+log = logging.getLogger("seqline")
+
 BatchFn = Callable[[pa.RecordBatch], pa.RecordBatch]
+# A call of a stage's function that raised waits this long times its attempt number before it
+# is tried again (`retry_user_errors`): a flaky service gets a moment to recover.
+USER_RETRY_BACKOFF_SECONDS = 0.5
 # Writes a block's output where the stage keeps it; returns the batch as stored and a
 # description of the shard (None when nothing was written). See components/tfrecords.py.
 ShardWriter = Callable[[int, pa.RecordBatch], tuple[pa.RecordBatch, dict | None]]
@@ -136,10 +145,14 @@ class MapTask:
     dead_letters: bool = False
     sink: ShardWriter | None = None
     input_records: int | None = None
+    retries: int = 3  # a block whose worker died runs again this many times (the runner's job)
+    retry_user_errors: int = 0  # a call of `fn` that raised is tried again this many times
 
     def __call__(self, block: Block) -> BlockResult:
+        fn = self.fn if not self.retry_user_errors else functools.partial(
+            _retrying, self.fn, self.stage, block, self.retry_user_errors)
         try:
-            out, letters = apply_isolating(self.fn, block.batch, self.dead_letters)
+            out, letters = apply_isolating(fn, block.batch, self.dead_letters)
             positions = check_order(self.stage, block, out)
             shard = None
             if self.sink is not None:
@@ -216,3 +229,19 @@ def _count(records_in: int, positions: np.ndarray, dead_lettered: int = 0) -> Co
         exploded=int((per_input[per_input > 1] - 1).sum()),
         dead_lettered=dead_lettered,
     )
+
+
+def _retrying(fn: BatchFn, stage: str, block: Block, times: int, batch: pa.RecordBatch) -> Any:
+    """`fn(batch)`, called again up to `times` times while it raises (`retry_user_errors`)."""
+    for attempt in range(1, times + 2):
+        try:
+            return fn(batch)
+        except Exception as exc:
+            if attempt > times:
+                raise
+            log.warning("stage %r: the function raised on block %d (first seq %s): %s; "
+                        "calling it again (attempt %d of %d)", stage, block.index,
+                        block.first_seq, " ".join(f"{type(exc).__name__}: {exc}".split()),
+                        attempt + 1, times + 1)
+            time.sleep(USER_RETRY_BACKOFF_SECONDS * attempt)
+    raise AssertionError("unreachable")

@@ -50,6 +50,13 @@ class Runner(ABC):
     def close(self) -> None:  # noqa: B027 - engines without workers to release need nothing
         """Release the engine's workers."""
 
+    def abort(self) -> None:  # noqa: B027 - engines without workers to stop need nothing
+        """Stop the workers now, dropping the blocks in flight (the run was cancelled).
+
+        Called from the driver's main thread while stage threads may be waiting on results;
+        those waits must then end (with any exception) instead of blocking.
+        """
+
     def __enter__(self) -> Runner:
         return self
 

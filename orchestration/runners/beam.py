@@ -13,6 +13,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from seqline.orchestration.processes import scratch_dir, stop_children
 from seqline.orchestration.runners.base import Runner
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.stage import BlockResult, MapTask
@@ -75,10 +76,13 @@ class BeamRunner(Runner):
         self.mode = mode
         self.options = list(options or [])
         self.temp_dir = temp_dir
+        self._work: set[Path] = set()  # the stages' spill folders, while they run
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
                    ordered: bool = True) -> Iterator[BlockResult]:
-        work = Path(tempfile.mkdtemp(prefix=f"seqline-beam-{task.stage}-", dir=self.temp_dir))
+        work = scratch_dir("beam", task.stage) if self.temp_dir is None else \
+            Path(tempfile.mkdtemp(prefix=f"seqline-beam-{task.stage}-", dir=self.temp_dir))
+        self._work.add(work)
         try:
             paths = self._spill(blocks, work / "in")
             self.peaks[task.stage] = min(len(paths), self._parallelism)
@@ -92,6 +96,14 @@ class BeamRunner(Runner):
                 result.raise_if_failed()
                 yield result
         finally:
+            shutil.rmtree(work, ignore_errors=True)
+            self._work.discard(work)
+
+    def abort(self) -> None:
+        """Stop the SDK worker processes (multi_processing), so that the stage's Beam job
+        fails at once, and remove the blocks spilled for it."""
+        stop_children("sdk_worker_main")
+        for work in list(self._work):
             shutil.rmtree(work, ignore_errors=True)
 
     def _spill(self, blocks: Iterable[Block], folder: Path) -> list[str]:

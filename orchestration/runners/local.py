@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -21,9 +21,11 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Literal
 
+from seqline.orchestration.processes import scratch_dir
 from seqline.orchestration.runners.base import Runner, poisoned, run_windowed
 from seqline.orchestration.runners.local_worker import init_worker, marker, run_marked
 from seqline.pipeline.blocks import Block
+from seqline.pipeline.errors import Cancelled
 from seqline.pipeline.stage import BlockResult, MapTask
 
 __all__ = ["LocalRunner"]
@@ -57,7 +59,8 @@ class LocalRunner(Runner):
 
     A worker that dies (SIGKILL, the OOM killer, a segfault in native code) breaks the pool:
     the pool is started again and the blocks in flight are submitted again, in order; the
-    block whose worker died counts an attempt, and after `retries` more it fails the run,
+    block whose worker died counts an attempt, and after the stage's `retries` more it fails
+    the run,
     named. The others were only stopped and are not charged. A user function's exception is
     a result, not a death, and is not retried here.
     """
@@ -65,15 +68,14 @@ class LocalRunner(Runner):
     name = "local"
 
     def __init__(self, workers: int = 2, window: int | None = None,
-                 mode: Literal["process", "thread"] = "process", retries: int = 3) -> None:
+                 mode: Literal["process", "thread"] = "process") -> None:
         super().__init__(workers, window)
         self.mode = mode
-        self.retries = retries
         self._pool: Executor | None = None
         self._generation = 0
         self._lock = threading.Lock()
-        self._markers = tempfile.mkdtemp(prefix="seqline-workers-") if mode == "process" \
-            else ""
+        self._aborted = False
+        self._markers = str(scratch_dir("workers")) if mode == "process" else ""
 
     def _executor(self) -> Executor:
         if self._pool is None:
@@ -85,7 +87,8 @@ class LocalRunner(Runner):
                 context = multiprocessing.get_context("forkserver")
                 context.set_forkserver_preload(PRELOAD)
                 self._pool = ProcessPoolExecutor(self.workers, mp_context=context,
-                                                 initializer=init_worker)
+                                                 initializer=init_worker,
+                                                 initargs=(os.getpid(), self._markers))
         return self._pool
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
@@ -121,6 +124,8 @@ class LocalRunner(Runner):
         """A job whose pool broke: run it again on a fresh pool, or fail it if it is the one
         that keeps killing its worker."""
         with self._lock:
+            if self._aborted:
+                raise Cancelled("the run was cancelled")
             if job.generation == self._generation and self._pool is not None:
                 # The first to see this pool broken: once every worker has stopped, the
                 # markers left say which blocks killed theirs.
@@ -130,19 +135,28 @@ class LocalRunner(Runner):
             killed = marker(self._markers, job.task.stage, job.block.index, job.attempt)
             died = killed.exists()
             killed.unlink(missing_ok=True)
-            if died and job.attempt > self.retries:
+            if died and job.attempt > job.task.retries:
                 return [(job, poisoned(job.task.stage, job.block, job.attempt))]
             if died:
                 stage = job.task.stage
                 self.block_retries[stage] = self.block_retries.get(stage, 0) + 1
                 log.warning("stage %r: the worker running block %d (first seq %s) died; "
                             "running it again (attempt %d of %d)", stage, job.block.index,
-                            job.block.first_seq, job.attempt + 1, self.retries + 1)
+                            job.block.first_seq, job.attempt + 1, job.task.retries + 1)
                 time.sleep(BACKOFF_SECONDS * job.attempt)
                 job.attempt += 1
             job.future = self._start(job.task, job.block, job.attempt)
             job.generation = self._generation
         return []
+
+    def abort(self) -> None:
+        with self._lock:
+            self._aborted = True
+            if isinstance(self._pool, ProcessPoolExecutor):
+                # SIGTERM: each worker removes its marker and exits; the pool breaks, and
+                # every wait on it returns. (The pool has no public way to stop running work.)
+                for process in list(self._pool._processes.values()):  # type: ignore[attr-defined]
+                    process.terminate()
 
     def cancel(self, handles: list[_Job]) -> None:
         for job in handles:

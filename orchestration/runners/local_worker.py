@@ -3,16 +3,25 @@
 A worker that dies abruptly (SIGKILL, the OOM killer, a segfault in native code) leaves its
 marker behind; workers the pool stops on purpose afterwards (SIGTERM) remove theirs first. So
 after a broken pool the driver knows exactly which blocks killed their workers.
+
+A worker also exits when its driver does, however the driver ended (SIGKILL, a reboot of a
+container): nothing else would stop it, since a pool worker waits on a queue whose write end
+every worker holds, and the fork server lives until its last worker has gone.
 """
 
 from __future__ import annotations
 
 import os
+import select
+import shutil
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from types import FrameType
 
+from seqline.orchestration.processes import pid_alive
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.stage import BlockResult, MapTask
 
@@ -25,9 +34,33 @@ def marker(folder: str, stage: str, index: int, attempt: int) -> Path:
     return Path(folder) / f"{stage}.{index}.{attempt}"
 
 
-def init_worker() -> None:
-    """Installed in each worker: a SIGTERM from the pool removes the marker, then exits."""
+def init_worker(driver: int, markers: str) -> None:
+    """Installed in each worker: a SIGTERM from the pool removes the marker, then exits; the
+    driver's exit ends the worker too.
+
+    Args:
+        driver: the driver's pid.
+        markers: the driver's marker folder (removed by the first worker to see it gone).
+    """
     signal.signal(signal.SIGTERM, _stopped)
+    threading.Thread(target=_exit_with, args=(driver, markers), daemon=True,
+                     name="seqline-driver-watch").start()
+
+
+def _exit_with(driver: int, markers: str) -> None:
+    """Return never: wait for the driver's exit, then clean up after it and exit."""
+    try:
+        # A pidfd becomes readable when that process exits, and (unlike a pid) it cannot
+        # come to name another process later.
+        watched = os.pidfd_open(driver)
+        select.select([watched], [], [])
+    except ProcessLookupError:  # gone already
+        pass
+    except OSError:  # no pidfd (Linux < 5.3): ask every second instead
+        while pid_alive(driver):
+            time.sleep(1)
+    shutil.rmtree(markers, ignore_errors=True)
+    os._exit(1)
 
 
 def _stopped(signum: int, frame: FrameType | None) -> None:

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
+from seqline.orchestration.processes import scratch_dir
 from seqline.orchestration.runners.base import Runner, poisoned, run_windowed
 from seqline.pipeline.blocks import Block
+from seqline.pipeline.errors import Cancelled
 from seqline.pipeline.stage import BlockResult, MapTask
 
 __all__ = ["RayRunner"]
+
+ABORT_POLL_SECONDS = 0.25  # how often a wait for blocks checks whether the run was cancelled
 
 
 def _run(task: MapTask, block: Block) -> BlockResult:
@@ -28,24 +34,27 @@ class RayRunner(Runner):
     name = "ray"
 
     def __init__(self, workers: int = 2, window: int | None = None,
-                 address: str | None = None, working_dir: str | None = None,
-                 retries: int = 3) -> None:
+                 address: str | None = None, working_dir: str | None = None) -> None:
         super().__init__(workers, window)
         import ray  # imported here: the engine is an adapter, loaded only when chosen
 
         self._ray = ray
+        self._session: Path | None = None  # the local Ray's temp folder, if we start it
         if not ray.is_initialized():
             runtime_env = {"working_dir": working_dir} if address and working_dir else None
+            if address is None:  # Ray's sockets and logs go where we can remove them
+                self._session = scratch_dir("ray")
             ray.init(address=address, num_cpus=None if address else workers,
                      include_dashboard=False, logging_level=logging.WARNING,
-                     runtime_env=runtime_env)
+                     runtime_env=runtime_env,
+                     _temp_dir=str(self._session) if self._session else None)
+        self._aborted = False
         # Ray runs a task again when its worker dies or its node is lost (max_retries counts
         # only such system failures); a user function that raises is a result (StageFailure),
         # never an exception, so it is not retried. A block is released in its place as ever.
-        self._remote = ray.remote(num_cpus=1, max_retries=retries)(_run)
-        self.retries = retries
+        self._remote = ray.remote(num_cpus=1)(_run)
         self._task_refs: dict[int, Any] = {}
-        self._blocks: dict[Any, tuple[str, Block]] = {}  # by task ref: what it runs
+        self._blocks: dict[Any, tuple[MapTask, Block]] = {}  # by task ref: what it runs
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
                    ordered: bool = True) -> Iterator[BlockResult]:
@@ -55,23 +64,27 @@ class RayRunner(Runner):
         key = id(task)  # put the task in the object store once, not once per block
         if key not in self._task_refs:
             self._task_refs = {key: self._ray.put(task)}
-        ref = self._remote.remote(self._task_refs[key], block)
-        self._blocks[ref] = (task.stage, block)
+        ref = self._remote.options(max_retries=task.retries).remote(self._task_refs[key], block)
+        self._blocks[ref] = (task, block)
         return ref
 
     def wait(self, handles: list[Any]) -> list[tuple[Any, BlockResult]]:
-        ready, rest = self._ray.wait(handles, num_returns=1)
+        ready: list[Any] = []
+        while not ready:  # in short waits, so that a cancelled run stops at once
+            if self._aborted:
+                raise Cancelled("the run was cancelled")
+            ready, rest = self._ray.wait(handles, num_returns=1, timeout=ABORT_POLL_SECONDS)
         if rest:  # collect everything else already finished, without waiting
             more, _ = self._ray.wait(rest, num_returns=len(rest), timeout=0)
             ready += more
         return [(ref, self._result(ref)) for ref in ready]
 
     def _result(self, ref: Any) -> BlockResult:
-        stage, block = self._blocks.pop(ref)
+        task, block = self._blocks.pop(ref)
         try:
             result: BlockResult = self._ray.get(ref)
         except (self._ray.exceptions.WorkerCrashedError, self._ray.exceptions.NodeDiedError):
-            return poisoned(stage, block, self.retries + 1)  # Ray's retries are spent
+            return poisoned(task.stage, block, task.retries + 1)  # Ray's retries are spent
         return result
 
     def cancel(self, handles: list[Any]) -> None:
@@ -84,3 +97,13 @@ class RayRunner(Runner):
         """
         for ref in handles:
             self._blocks.pop(ref, None)
+
+    def abort(self) -> None:
+        self._aborted = True  # the waits end; close() then stops Ray and its workers
+
+    def close(self) -> None:
+        """Stop the Ray this runner started (and remove its folder); leave a cluster be."""
+        if self._session is not None:
+            self._ray.shutdown()
+            shutil.rmtree(self._session, ignore_errors=True)
+            self._session = None

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select, update
 
+from seqline.orchestration.processes import pid_alive
 from seqline.orchestration.store.engine import writing
 from seqline.orchestration.store.rows import now
 from seqline.orchestration.store.tables import runs, stage_runs
 
-__all__ = ["pid_alive", "reap"]
+__all__ = ["pid_alive", "reap"]  # pid_alive: re-exported for the store's readers
 
 INTERRUPTED = ("the run's driver stopped (killed or rebooted) without finishing it; "
                "`seqline run --resume --run-id ID` goes on from its last committed stage")
@@ -58,32 +57,3 @@ def _interrupt(conn: Connection, run: Any) -> bool:
         stage_runs.c.status.in_(("pending", "running"))).values(
         status="failed", finished=ended, error="interrupted with its run"))
     return True
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` of this host still runs (a zombie counts as dead).
-
-    Args:
-        pid: a process id on this machine.
-
-    Returns:
-        False when no such process exists or it has exited unreaped; True otherwise.
-    """
-    if os.name != "posix":  # on Windows os.kill(pid, 0) would terminate it: rely on heartbeats
-        return True
-    try:
-        os.kill(pid, 0)  # signal 0: only checks that the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, under another user
-        return True
-    return not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    """A killed driver whose parent has not reaped it yet still answers os.kill (Linux)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] == "Z"  # the state follows "(command)"
