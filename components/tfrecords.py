@@ -423,11 +423,17 @@ class ShardSink:
         # leaves a temporary file no manifest lists, never a shard with a shard's name.
         final = Path(self.folder) / name
         partial = final.with_name(f".{name}.tmp-{os.getpid()}")
-        with open(partial, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())  # the manifest that lists this shard is committed after it
-        os.replace(partial, final)
+        try:
+            with open(partial, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())  # the manifest that lists this shard is committed after it
+            os.replace(partial, final)
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            if exc.filename is None:  # write() and fsync() do not say which file: we do
+                raise OSError(exc.errno, exc.strerror, str(partial)) from exc
+            raise
         seq = batch.column("__seq__")
         return batch, {"path": name, "records": batch.num_rows, "bytes": len(data),
                        "sha256": hashlib.sha256(data).hexdigest(),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
+import shutil
 import signal
 import threading
 from collections.abc import Iterator, Sequence
@@ -19,19 +21,21 @@ import yaml
 from pydantic import BaseModel
 
 from seqline.components import COMPONENTS
-from seqline.orchestration.cache import cache_hits, cache_keys
+from seqline.orchestration.cache import cache_hits, cache_keys, damage
 from seqline.orchestration.executor import Progress, StageReport, run_pipeline
 from seqline.orchestration.recorder import SAMPLE_SECONDS, RunRecorder
 from seqline.orchestration.runners import make_runner
 from seqline.orchestration.store import RunStore
 from seqline.orchestration.verify import StageCheck, verify_run
-from seqline.pipeline.artifacts import read_manifest, run_dir
+from seqline.pipeline.artifacts import MANIFEST, read_manifest, run_dir
 from seqline.pipeline.config import build_pipeline, load_pipeline, make_stage, parse_pipeline
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
 from seqline.pipeline.specs import PipelineSpec, StageSpec
 
 __all__ = ["Pipeline", "RunResult", "Stage", "execute", "new_run_id"]
+
+log = logging.getLogger("seqline")
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,8 @@ def execute(spec: PipelineSpec, *, runner: str = "local", root: Path = Path(".se
                       inputs=_input_files, root=root)
     with RunStore.open(root, store) as runs:
         _open_record(runs, root, spec, run_id, runner, options, trigger, resume, pipeline_file)
+        if resume:
+            _drop_damaged(runs, run_dir(root, run_id))
         hits = cache_hits(spec, keys, runs, root) if cache and not resume else {}
         recorder = RunRecorder(runs, run_id, COMPONENTS, keys, sample_seconds)
         try:
@@ -228,6 +234,32 @@ def execute(spec: PipelineSpec, *, runner: str = "local", root: Path = Path(".se
         recorder.close("succeeded")
     checks = verify_run(root, run_id) if verify else None
     return RunResult(run_id, "succeeded", root, reports, checks)
+
+
+def _drop_damaged(runs: RunStore, folder: Path) -> None:
+    """Before a resume keeps a run's committed stages: remove those whose bytes changed
+    since their commit (a flipped bit, a truncated shard), so that they are made again."""
+    try:
+        stages = runs.show_run(folder.name)["stages"]
+    except ConfigError:  # a run from before the store: the manifests' hashes still hold
+        stages = []
+    recorded = {s["name"]: _output_checksum(s) for s in stages}
+    for manifest in sorted(folder.glob(f"*/{MANIFEST}")):
+        stage = manifest.parent
+        problem = damage(stage, recorded.get(stage.name))
+        if problem is not None:
+            log.warning("run %s, stage %r: %s; making the stage again instead of trusting it",
+                        folder.name, stage.name, problem)
+            shutil.rmtree(stage)
+
+
+def _output_checksum(stage: dict[str, Any]) -> str | None:
+    """The checksum recorded when the stage committed (in its latest attempt that did)."""
+    for attempt in [stage, *reversed(stage.get("history") or [])]:
+        for artifact in attempt.get("artifacts") or []:
+            if artifact.get("role") == "output" and artifact.get("checksum"):
+                return str(artifact["checksum"])
+    return None
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from typing import Any
 
 import fsspec
 
+from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec
 
 __all__ = ["artifact_checksum", "cache_keys", "code_digest", "file_digest"]
@@ -135,6 +136,30 @@ def artifact_checksum(folder: Path, known: Mapping[str, str] | None = None) -> s
         name = path.relative_to(folder).as_posix()
         digest.update(os.fsencode(name) + b"\0" + (known.get(name) or _sha256(path)).encode())
     return "sha256:" + digest.hexdigest()
+
+
+def damage(folder: Path, checksum: str | None) -> str | None:
+    """Why a committed stage folder cannot be trusted (a flipped bit, a truncated or missing
+    shard), or None when its bytes are what was committed.
+
+    Args:
+        folder: the stage's committed folder.
+        checksum: its `artifact_checksum` recorded at commit, if the run store has it; the
+            manifest's own shard and dead-letter hashes are checked either way.
+    """
+    if checksum is not None and artifact_checksum(folder) == checksum:
+        return None
+    manifest = read_manifest(folder)
+    files = [*(manifest.get("shards") or []), manifest.get("dead_letters") or {}]
+    for entry in (f for f in files if "sha256" in f):
+        path = folder / entry["path"]
+        if not path.is_file():
+            return f"{path} is missing"
+        if _sha256(path) != entry["sha256"]:
+            return f"{path} changed since it was committed (its SHA-256 differs)"
+    if checksum is not None:
+        return f"a file under {folder} changed since it was committed (its checksum differs)"
+    return None
 
 
 def _sha256(path: Path) -> str:

@@ -105,7 +105,7 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
               "started_at": _now()}
     _write_run(folder, {**record, "status": "running"})
     done, cached = _take_committed(spec, folder, resume, cached or {})
-    line = AssemblyLine()
+    line = AssemblyLine(folder)
     if recorder is not None:
         recorder.plan(list(spec.stages), done - set(cached))
     reports: list[StageReport] = []

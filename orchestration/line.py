@@ -19,7 +19,7 @@ from typing import Any
 
 from seqline.components.tfrecords import read_feed
 from seqline.pipeline.blocks import Block
-from seqline.pipeline.errors import ConfigError, StageError
+from seqline.pipeline.errors import ConfigError, StageError, disk_full, disk_full_message
 from seqline.pipeline.feed import ShardFeed
 
 __all__ = ["AssemblyLine", "Belt", "Stopped"]
@@ -79,7 +79,8 @@ class AssemblyLine:
     Implements `seqline.pipeline.specs.Line` for the driver stages.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder  # the run's, named when a disk fills up without saying where
         self.stop = threading.Event()
         self._threads: dict[str, threading.Thread] = {}
         self._errors: list[tuple[str, BaseException]] = []
@@ -174,6 +175,10 @@ class AssemblyLine:
             stage, error = self._errors[0]
             if isinstance(error, StageError | ConfigError):
                 raise error
+            full = disk_full(error)
+            if full is not None:
+                raise StageError(f"stage {stage!r}: {disk_full_message(full, self.folder)}",
+                                 stage=stage) from error
             raise StageError(f"stage {stage!r} failed: {type(error).__name__}: {error}",
                              stage=stage) from error
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["Cancelled", "ConfigError", "InternalError", "SeqlineError", "StageError"]
+import errno
+import shutil
+from pathlib import Path
+
+__all__ = ["Cancelled", "ConfigError", "InternalError", "SeqlineError", "StageError", "disk_full",
+           "disk_full_message"]
 
 
 class SeqlineError(Exception):
@@ -51,3 +56,31 @@ class StageError(SeqlineError):
 
 def _rebuild_stage_error(message: str, stage: str, block: int | None, seq: int | None):
     return StageError(message, stage=stage, block=block, seq=seq)
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(error: BaseException | None) -> OSError | None:
+    """The "no space left" (or over quota) OSError behind `error`, if that is what it is."""
+    while error is not None:
+        if isinstance(error, OSError) and error.errno in DISK_FULL:
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def disk_full_message(error: OSError, fallback: str | Path) -> str:
+    """What a user needs when a disk filled up: which path, how full, what to do next.
+
+    Args:
+        error: the OSError (its filename, when it has one, is the path named).
+        fallback: the folder being written, for errors that carry no filename.
+    """
+    path = Path(error.filename or fallback).absolute()
+    probe = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    usage = shutil.disk_usage(probe)
+    return (f"the disk is full: writing {path} failed ({error.strerror}; "
+            f"{usage.free / 2**20:,.0f} MiB free of {usage.total / 2**20:,.0f} MiB there). "
+            "Free space on that filesystem or give a --root on a larger one, then finish the "
+            "run with `seqline run … --resume --run-id ID`: committed stages are kept.")

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from seqline.pipeline.blocks import SEQ, Block, batch_from_ipc, batch_to_ipc, seq_of
 from seqline.pipeline.deadletters import DeadLetter
-from seqline.pipeline.errors import StageError
+from seqline.pipeline.errors import StageError, disk_full, disk_full_message
 from seqline.pipeline.isolate import RowFailed, apply_isolating
 
 __all__ = ["BlockResult", "Counts", "MapTask", "StageFailure", "check_order"]
@@ -173,6 +173,12 @@ class MapTask:
         try:
             return self.sink(block.index, out)
         except Exception as exc:
+            full = disk_full(exc)
+            if full is not None:
+                raise StageError(
+                    f"stage {self.stage!r}, block {block.index} (first seq {block.first_seq}): "
+                    f"{disk_full_message(full, '.')}",
+                    stage=self.stage, block=block.index, seq=block.first_seq) from exc
             raise StageError(
                 f"stage {self.stage!r}, block {block.index} (first seq {block.first_seq}): "
                 f"cannot store the output as tf.train.Example records: {exc}",
