@@ -51,13 +51,16 @@ def scratch_dir(kind: str, label: str = "") -> Path:
     return Path(tempfile.mkdtemp(prefix=f"seqline-{kind}-{os.getpid()}-{suffix}", dir=base))
 
 
-def stop_children(command_part: str, timeout: float = 1.0) -> None:
+def stop_children(command_part: str, timeout: float = 1.0) -> set[int]:
     """Terminate this process's descendants whose command line contains `command_part`,
     then kill those still running after `timeout` seconds.
 
     Args:
         command_part: e.g. "sdk_worker_main" for Beam's SDK worker processes.
         timeout: how long they get to exit after SIGTERM.
+
+    Returns:
+        The pids of the processes stopped.
     """
     found = []
     for child in psutil.Process().children(recursive=True):
@@ -71,3 +74,4 @@ def stop_children(command_part: str, timeout: float = 1.0) -> None:
     _, alive = psutil.wait_procs(found, timeout=timeout)
     for child in alive:
         child.kill()
+    return {child.pid for child in found}
