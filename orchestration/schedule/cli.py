@@ -1,11 +1,222 @@
-"""`seqline schedule …`, `seqline scheduler` and `seqline backfill` (being built)."""
+"""`seqline schedule add|list|show|pause|resume|remove|export`, and the hook for the rest."""
 
 from __future__ import annotations
 
-import typer
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
 
-__all__ = ["register"]
+import typer
+from sqlalchemy.exc import ArgumentError, OperationalError
+
+from seqline.orchestration.console import console
+from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.schedule.airflow import airflow_dag
+from seqline.orchestration.schedule.spec import new_schedule
+from seqline.orchestration.schedule.views import (
+    detail_tables,
+    schedule_detail,
+    schedule_summary,
+    schedules_table,
+)
+from seqline.orchestration.store import RunStore
+from seqline.orchestration.store import schedules as db
+from seqline.orchestration.store.rows import now
+from seqline.pipeline.errors import SeqlineError
+
+__all__ = ["Root", "Store", "fail", "opened", "register", "schedule_app"]
+
+schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                           pretty_exceptions_enable=False,
+                           help="Run pipelines on cron schedules (run `seqline scheduler`).")
+CONFIG_EXIT = 2  # as `seqline run`: a bad input, fixable by the user
+
+
+class Overlap(StrEnum):
+    skip = "skip"
+    queue = "queue"
+    allow = "allow"
+
+
+class Catchup(StrEnum):
+    none = "none"
+    latest = "latest"
+    all = "all"
+
+
+class Runner(StrEnum):
+    local = "local"
+    beam = "beam"
+    ray = "ray"
+
+
+class Target(StrEnum):
+    airflow = "airflow"
+
+
+Root = Annotated[Path, typer.Option(help="Artifact root; the store is ROOT/seqline.db unless "
+                                         "--store says otherwise.")]
+Store = Annotated[str | None, typer.Option(
+    "--store", help="Run store URL, e.g. postgresql+psycopg://user@host/db (default: SQLite "
+                    "under --root).")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the JSON contract, not a table.")]
+Name = Annotated[str, typer.Argument(help="The schedule's name (see `seqline schedule list`).")]
 
 
 def register(app: typer.Typer) -> None:
-    """Add the schedule commands to the `seqline` app."""
+    """Add `schedule …`, `scheduler` and `backfill` to the `seqline` app."""
+    from seqline.orchestration.schedule.daemon_cli import backfill, scheduler
+
+    app.add_typer(schedule_app, name="schedule")
+    app.command()(scheduler)
+    app.command()(backfill)
+
+
+@schedule_app.callback()
+def schedule_main() -> None:
+    """Run pipelines on cron schedules, in a time zone; `seqline scheduler` fires them."""
+
+
+@schedule_app.command("add")
+def add_command(
+    name: Annotated[str, typer.Argument(help="A name for the schedule, e.g. nightly-train.")],
+    pipeline: Annotated[Path, typer.Argument(help="The pipeline file (YAML).")],
+    cron: Annotated[str, typer.Option(help="When: 5 cron fields (minute hour day-of-month "
+                                           "month day-of-week), e.g. '30 2 * * *', or @daily.")],
+    tz: Annotated[str, typer.Option(help="The IANA time zone the cron is read in.")] = "UTC",
+    runner: Annotated[Runner, typer.Option(help="Where each run's map stages run.")] = Runner.local,
+    workers: Annotated[int, typer.Option(min=1, help="Parallel workers of each run.")] = 2,
+    overlap: Annotated[Overlap, typer.Option(
+        help="While the previous run still goes: skip the tick, queue it, or allow both.")]
+        = Overlap.skip,
+    catchup: Annotated[Catchup, typer.Option(
+        help="Ticks missed while no scheduler ran: skip them all (none), run the most "
+             "recent (latest), or the most recent --max-catchup in order (all).")]
+        = Catchup.latest,
+    max_catchup: Annotated[int, typer.Option(min=0, help="How many missed ticks `all` runs.")]
+        = 5,
+    start: Annotated[str | None, typer.Option(
+        help="No fire time before this ISO time (no offset: in --tz).")] = None,
+    end: Annotated[str | None, typer.Option(help="No fire time after this ISO time.")] = None,
+    root: Root = DEFAULT_ROOT,
+    store: Store = DEFAULT_STORE,
+) -> None:
+    """Add a schedule: PIPELINE runs at each fire time of --cron in --tz."""
+    with opened(root, store) as runs:
+        at = now()
+        schedule, explanation = new_schedule(
+            name, pipeline, cron, tz=tz, runner=runner.value, workers=workers,
+            overlap=overlap.value, catchup=catchup.value, max_catchup=max_catchup,
+            start=start, end=end, at=at)
+        db.add_schedule(runs.engine, schedule)
+        upcoming = schedule_summary(schedule, at)["next_fire"] or "none (past --end)"
+    console().print(f"Schedule {name}: {explanation} ({tz}). Next fire time: {upcoming}. "
+                    "Runs start while `seqline scheduler` is running.", markup=False,
+                    highlight=False)
+
+
+@schedule_app.command("list")
+def list_command(root: Root = DEFAULT_ROOT, store: Store = DEFAULT_STORE,
+                 as_json: AsJson = False) -> None:
+    """List the schedules with their next fire time."""
+    with opened(root, store) as runs:
+        at = now()
+        rows = [schedule_summary(s, at) for s in db.list_schedules(runs.engine)]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        console().print(schedules_table(rows))
+
+
+@schedule_app.command("show")
+def show_command(
+    name: Name,
+    next_count: Annotated[int, typer.Option("--next", min=0, help="How many next fire "
+                                                                  "times to list.")] = 5,
+    ticks: Annotated[int, typer.Option(min=1, help="At most this many ticks, newest "
+                                                   "first.")] = 50,
+    root: Root = DEFAULT_ROOT,
+    store: Store = DEFAULT_STORE,
+    as_json: AsJson = False,
+) -> None:
+    """Show a schedule: its next fire times and its recorded ticks (newest first)."""
+    with opened(root, store) as runs:
+        runs.reap_interrupted()
+        detail = schedule_detail(runs.engine, db.get_schedule(runs.engine, name), now(),
+                                 next_count, ticks)
+    if as_json:
+        typer.echo(json.dumps(detail, indent=2))
+        return
+    out = console()
+    for table in detail_tables(detail):
+        out.print(table)
+
+
+@schedule_app.command("pause")
+def pause_command(name: Name, root: Root = DEFAULT_ROOT, store: Store = DEFAULT_STORE) -> None:
+    """Pause a schedule: no tick is recorded until it is resumed (runs going go on)."""
+    _set_paused(name, True, root, store)
+
+
+@schedule_app.command("resume")
+def resume_command(name: Name, root: Root = DEFAULT_ROOT, store: Store = DEFAULT_STORE) -> None:
+    """Resume a schedule: it fires from now on (the paused time is not caught up)."""
+    _set_paused(name, False, root, store)
+
+
+def _set_paused(name: str, paused: bool, root: Path, store: str | None) -> None:
+    with opened(root, store) as runs:
+        db.get_schedule(runs.engine, name)  # an unknown name: exit 2, with the closest
+        db.set_paused(runs.engine, name, paused, now())
+    typer.echo(f"Schedule {name} {'paused' if paused else 'resumed'}.")
+
+
+@schedule_app.command("remove")
+def remove_command(name: Name, root: Root = DEFAULT_ROOT, store: Store = DEFAULT_STORE) -> None:
+    """Remove a schedule and its ticks; its runs stay in the run store."""
+    with opened(root, store) as runs:
+        db.get_schedule(runs.engine, name)
+        gone = db.delete_schedule(runs.engine, name)
+    typer.echo(f"Schedule {name} removed, with its {gone} tick(s); its runs stay.")
+
+
+@schedule_app.command("export")
+def export_command(
+    name: Name,
+    to: Annotated[Target, typer.Option("--to", help="The orchestrator.")] = Target.airflow,
+    root: Root = DEFAULT_ROOT,
+    store: Store = DEFAULT_STORE,
+) -> None:
+    """Print the schedule as an Airflow DAG file (same cron, zone, catch-up; one run at a time)."""
+    with opened(root, store) as runs:
+        schedule = db.get_schedule(runs.engine, name)
+    sys.stdout.write(airflow_dag(schedule, root, store))
+
+
+@contextmanager
+def opened(root: Path, url: str | None) -> Iterator[RunStore]:
+    """The store (with the schedule tables), closed afterwards; a bad URL or a seqline error
+    exits 2 with one line."""
+    try:
+        store = RunStore.open(root, url)
+    except (ArgumentError, OperationalError) as exc:
+        fail(f"cannot open the run store at {url or root}: {str(exc).splitlines()[0]}. "
+             "Check --store (postgresql+psycopg://user@host:port/db) or --root.")
+    except SeqlineError as exc:  # e.g. a store written by a newer seqline
+        fail(str(exc))
+    try:
+        yield store
+    except SeqlineError as exc:
+        fail(str(exc))
+    finally:
+        store.close()
+
+
+def fail(message: str, code: int = CONFIG_EXIT) -> None:
+    """Print `error: message` on stderr and exit with `code`."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)

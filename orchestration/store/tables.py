@@ -27,8 +27,12 @@ from sqlalchemy import (
 
 __all__ = [
     "ARTIFACT_ROLES",
+    "CATCHUP_POLICIES",
+    "OVERLAP_POLICIES",
     "RUN_STATUSES",
     "STAGE_STATUSES",
+    "TICK_STATUSES",
+    "TICK_TRIGGERS",
     "TRIGGERS",
     "UTCDateTime",
     "artifacts",
@@ -39,7 +43,10 @@ __all__ = [
     "pipelines",
     "runs",
     "samples",
+    "scheduler_lease",
+    "schedules",
     "stage_runs",
+    "ticks",
 ]
 
 # SQLAlchemy Core, not the ORM: every call is one short statement whose rows become plain JSON
@@ -202,4 +209,70 @@ eval_metrics = Table(
     Column("metric", String(200), nullable=False),
     Column("value", Float, nullable=False),
     Index(None, "stage_run_id"),
+)
+
+
+# -- schedules (revision 3) -------------------------------------------------------------------
+
+OVERLAP_POLICIES = ("skip", "queue", "allow")
+CATCHUP_POLICIES = ("none", "latest", "all")
+# launching: recorded, its run not started yet (a scheduler killed here relaunches it, with the
+# same run id); launched: its `seqline run` process started; queued: waits for the previous
+# run; skipped: no run, `reason` says why; failed: the launch itself failed (reason).
+TICK_STATUSES = ("launching", "launched", "queued", "skipped", "failed")
+TICK_TRIGGERS = ("schedule", "backfill")
+
+schedules = Table(
+    "schedules", metadata,
+    Column("name", String(100), primary_key=True),  # a taken name fails the INSERT
+    Column("pipeline", String(1000), nullable=False),  # the pipeline file, absolute
+    Column("cron", String(200), nullable=False),
+    Column("tz", String(64), nullable=False),  # an IANA zone name, e.g. Europe/Berlin
+    Column("runner", String(50), nullable=False),
+    Column("workers", Integer, nullable=False),
+    Column("overlap", String(8), nullable=False),
+    Column("catchup", String(8), nullable=False),
+    Column("max_catchup", Integer, nullable=False),
+    Column("start", UTCDateTime),  # no fire time before it (NULL: none)
+    Column("end", UTCDateTime),  # none after it (NULL: none)
+    Column("paused", Boolean, nullable=False),
+    # Fire times count from here: when the schedule was added or last resumed. Time spent
+    # paused is not caught up; time the scheduler was down is (the catch-up policy).
+    Column("since", UTCDateTime, nullable=False),
+    Column("created", UTCDateTime, nullable=False),
+    _one_of("overlap", OVERLAP_POLICIES),
+    _one_of("catchup", CATCHUP_POLICIES),
+)
+
+ticks = Table(
+    "ticks", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("schedule", ForeignKey("schedules.name", ondelete="CASCADE"), nullable=False),
+    Column("fire_time", UTCDateTime, nullable=False),
+    Column("trigger", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    # Set when the tick is recorded, before its run exists: no foreign key to runs.
+    Column("run_id", String(200)),
+    Column("reason", Text),
+    Column("recorded", UTCDateTime, nullable=False),
+    Column("launched", UTCDateTime),
+    Column("host", String(255)),  # where the run's process was started, and its pid
+    Column("pid", Integer),
+    _one_of("status", TICK_STATUSES),
+    _one_of("trigger", TICK_TRIGGERS),
+    # The heart of "killed at any moment, restarted: no tick twice, none lost": a fire time is
+    # recorded once per schedule and trigger (a backfill may run a fire time the schedule ran).
+    UniqueConstraint("schedule", "fire_time", "trigger"),
+    Index(None, "status"),  # the scheduler's each-second look for launching and queued ticks
+)
+
+scheduler_lease = Table(
+    "scheduler_lease", metadata,
+    Column("id", Integer, primary_key=True),  # always 1: one scheduler per store
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("token", String(64), nullable=False),  # which scheduler process holds it
+    Column("acquired", UTCDateTime, nullable=False),
+    Column("expires", UTCDateTime, nullable=False),
+    CheckConstraint("id = 1", name="one_row"),
 )

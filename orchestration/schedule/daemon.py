@@ -1,0 +1,213 @@
+"""The scheduler: each second, record every due tick in the run store, then launch its run."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from sqlalchemy.exc import OperationalError
+
+from seqline.orchestration.schedule.launch import Launcher
+from seqline.orchestration.schedule.runs import HOST, launch_tick, run_going
+from seqline.orchestration.schedule.ticks import decide, due_fire_times, first_after
+from seqline.orchestration.schedule.times import next_fire_times, run_id_for
+from seqline.orchestration.store import RunStore
+from seqline.orchestration.store import schedules as db
+from seqline.orchestration.store.liveness import pid_alive
+from seqline.orchestration.store.rows import iso, now
+from seqline.orchestration.store.schedules import Schedule, Tick
+from seqline.pipeline.errors import ConfigError, SeqlineError
+
+__all__ = ["LEASE_TTL", "LeaseLost", "Scheduler"]
+
+# The lease outlives a few missed renewals (a slow disk, a busy database) but not a dead
+# scheduler for long: a successor on another host waits at most this long. On the same host a
+# dead holder's lease is taken at once (its pid is gone).
+LEASE_TTL = timedelta(seconds=30)
+RENEW_EVERY = timedelta(seconds=5)
+
+
+class LeaseLost(SeqlineError):
+    """Another scheduler took this one's lease (it stalled past LEASE_TTL): stop at once."""
+
+
+class Scheduler:
+    """Turns fire times into ticks and ticks into runs, for every schedule of one store.
+
+    Each due fire time is recorded as a tick (unique per schedule and fire time, with its
+    run id, derived from the fire time) before its run is launched. A scheduler killed
+    between the two leaves the tick `launching`; the next one launches it with the same id,
+    and the run store's primary key refuses a second run of that id: killed at any moment
+    and restarted, no tick is launched twice and none is lost.
+    """
+
+    def __init__(self, store: RunStore, launcher: Launcher,
+                 clock: Callable[[], datetime] = now,
+                 log: Callable[[str], None] = lambda line: None) -> None:
+        """Args:
+            store: the run store (its engine, and the reaper of dead runs).
+            launcher: starts a run (`ProcessLauncher` or, in tests, a stand-in).
+            clock: the time now, aware UTC (tests drive it through days).
+            log: where each tick's line goes (the CLI: stderr).
+        """
+        self.store = store
+        self.engine = store.engine
+        self.launcher = launcher
+        self.clock = clock
+        self.log = log
+        self.token = secrets.token_hex(16)
+        self.renewed: datetime | None = None
+        self.next_due: dict[str, datetime | None] = {}  # cache: skip idle schedules cheaply
+
+    # -- the lease --------------------------------------------------------------------------
+
+    def acquire(self) -> None:
+        """Take the store's lease (one scheduler per store).
+
+        Raises:
+            LeaseHeld: another live scheduler holds it (host and pid in the message).
+        """
+        at = self.clock()
+        db.acquire_lease(self.engine, HOST, os.getpid(), self.token, at, LEASE_TTL,
+                         lambda host, pid: host == HOST and not pid_alive(pid))
+        self.renewed = at
+
+    def release(self) -> None:
+        """Give the lease up, so that a successor starts at once."""
+        db.release_lease(self.engine, self.token)
+
+    def _renew(self, at: datetime) -> None:
+        if self.renewed is not None and at - self.renewed < RENEW_EVERY:
+            return
+        if not db.renew_lease(self.engine, self.token, at, LEASE_TTL):
+            raise LeaseLost("this scheduler lost the run store's lease to another one (it "
+                            f"stalled over {LEASE_TTL.total_seconds():.0f} s); stopping.")
+        self.renewed = at
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def tick_once(self, at: datetime | None = None) -> None:
+        """One pass: renew the lease, relaunch interrupted ticks, then each schedule's
+        queue and due fire times.
+
+        Args:
+            at: the time now (default: the clock).
+        """
+        at = at or self.clock()
+        self._renew(at)
+        self.store.reap_interrupted()  # a run whose driver died no longer counts as going
+        pending = db.ticks_with_status(self.engine, ("launching", "queued"))
+        for tick in pending:
+            if tick.status == "launching":
+                self._relaunch(tick, at)
+        queued = {t.schedule for t in pending if t.status == "queued"}
+        known, self.next_due = self.next_due, {}  # removed and paused schedules drop out
+        for schedule in db.list_schedules(self.engine):
+            if schedule.paused:
+                continue
+            if schedule.name in queued:
+                self._dequeue(schedule, at)
+            key = self._key(schedule)
+            self.next_due[key] = known.get(key, at)  # a schedule not seen yet: look now
+            due_at = self.next_due[key]
+            if due_at is not None and due_at <= at:
+                self._fire(schedule, at)
+
+    def run(self, stop: threading.Event, interval: float = 1.0) -> None:
+        """Tick every `interval` seconds until `stop` is set (SIGTERM/SIGINT set it).
+
+        Args:
+            stop: the stop signal.
+            interval: seconds between passes (1 s: a tick starts within about a second).
+        """
+        self.acquire()
+        try:
+            while not stop.is_set():
+                try:
+                    self.tick_once()
+                except OperationalError as exc:  # the database away a moment: try again;
+                    # a successor may take the lease meanwhile, and the next renewal says so
+                    self.log(f"the run store failed this pass: {str(exc).splitlines()[0]}")
+                reap = getattr(self.launcher, "reap", None)
+                for run_id, code in (reap() if reap else {}).items():
+                    self.log(f"run {run_id} ended with exit code {code}")
+                stop.wait(interval)
+        finally:
+            self.release()
+
+    def wakeup(self) -> datetime | None:
+        """The earliest next fire time known after the last pass (None: nothing to come).
+
+        A paused schedule's is not counted; one not seen yet makes the next pass due now.
+        Tests step a simulated clock to it, driving days of schedules in milliseconds.
+        """
+        times = [t for t in self.next_due.values() if t is not None]
+        return min(times) if times else None
+
+    # -- one schedule -----------------------------------------------------------------------
+
+    def _key(self, schedule: Schedule) -> str:
+        """The cache key of a schedule's next fire time: any change to it recomputes."""
+        return "|".join(str(v) for v in (schedule.name, schedule.cron, schedule.tz,
+                                         schedule.since, schedule.start, schedule.end))
+
+    def _fire(self, schedule: Schedule, at: datetime) -> None:
+        """Record this schedule's due fire times as ticks, then launch the ones to run."""
+        last = db.latest_tick(self.engine, schedule.name)
+        after = first_after(schedule, last.fire_time if last else None)
+        due = due_fire_times(schedule, after, at)
+        if due:
+            decisions = decide(schedule, due, at, self._running(schedule, at))
+            db.record_ticks(self.engine, [
+                {"schedule": schedule.name, "fire_time": d.fire_time, "trigger": "schedule",
+                 "status": d.status, "reason": d.reason,
+                 "run_id": run_id_for(schedule.name, d.fire_time, "schedule")}
+                for d in decisions])
+            recorded = db.ticks_of(self.engine, schedule.name, since=due[0])
+            for tick in reversed(recorded):  # oldest first: catch-up runs go in order
+                if tick.trigger == "schedule" and tick.status == "launching":
+                    self._launch(schedule, tick, at)
+                elif tick.trigger == "schedule":
+                    self._say(tick)
+        upcoming = next_fire_times(schedule.cron, schedule.tz, due[-1] if due else after, 1,
+                                   schedule.end)
+        self.next_due[self._key(schedule)] = upcoming[0] if upcoming else None
+
+    def _dequeue(self, schedule: Schedule, at: datetime) -> None:
+        """Launch the oldest queued tick once the schedule's previous run has ended."""
+        if schedule.overlap != "allow" and self._running(schedule, at) is not None:
+            return
+        queued = db.ticks_with_status(self.engine, ("queued",), name=schedule.name)
+        if queued:
+            db.update_tick(self.engine, queued[0].id, status="launching")
+            self._launch(schedule, queued[0], at)
+
+    def _running(self, schedule: Schedule, at: datetime) -> str | None:
+        """The run id of the schedule's previous run if it is still going, else None."""
+        tick = db.latest_tick(self.engine, schedule.name, statuses=("launched",))
+        return tick.run_id if tick is not None and run_going(self.engine, tick, at) else None
+
+    def _relaunch(self, tick: Tick, at: datetime) -> None:
+        """A tick left `launching` by a scheduler that died: launch it, unless its run is
+        already in the store (the scheduler died after launching, before saying so)."""
+        if tick.run_id and db.run_states(self.engine, [tick.run_id]):
+            db.update_tick(self.engine, tick.id, status="launched", launched=at,
+                           reason="launched by an earlier scheduler process")
+            return
+        try:
+            schedule = db.get_schedule(self.engine, tick.schedule)
+        except ConfigError:
+            return  # removed meanwhile: its ticks went with it
+        self.log(f"{tick.schedule}: relaunching tick {iso(tick.fire_time)} (recorded by a "
+                 "scheduler that stopped before launching it)")
+        self._launch(schedule, tick, at)
+
+    def _launch(self, schedule: Schedule, tick: Tick, at: datetime) -> None:
+        launch_tick(self.engine, self.launcher, schedule, tick, at, self.log)
+
+    def _say(self, tick: Tick) -> None:
+        if tick.status in ("skipped", "queued"):
+            self.log(f"{tick.schedule}: tick {iso(tick.fire_time)} {tick.status}: {tick.reason}")

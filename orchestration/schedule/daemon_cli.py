@@ -1,0 +1,126 @@
+"""`seqline scheduler` (the foreground daemon) and `seqline backfill`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from seqline.orchestration.console import console
+from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.schedule.backfill import Backfill
+from seqline.orchestration.schedule.cli import Root, Store, fail, opened
+from seqline.orchestration.schedule.daemon import LeaseLost, Scheduler
+from seqline.orchestration.schedule.launch import ProcessLauncher
+from seqline.orchestration.schedule.runs import HOST
+from seqline.orchestration.schedule.times import parse_time
+from seqline.orchestration.store import schedules as db
+from seqline.orchestration.store.rows import iso, now
+
+__all__ = ["backfill", "scheduler"]
+
+Logs = Annotated[Path | None, typer.Option(
+    help="Folder of the runs' output, one RUN_ID.log each (default: ROOT/logs).")]
+
+
+def log(line: str) -> None:
+    """One line on stderr, time-stamped (journald and `kubectl logs` keep it whole)."""
+    sys.stderr.write(f"{iso(now())} {line}\n")
+    sys.stderr.flush()
+
+
+def scheduler(
+    root: Root = DEFAULT_ROOT,
+    store: Store = DEFAULT_STORE,
+    logs: Logs = None,
+    interval: Annotated[float, typer.Option(
+        min=0.1, help="Seconds between looks at the schedules.")] = 1.0,
+) -> None:
+    """Fire the schedules (foreground; stop it with SIGTERM or Ctrl-C, runs go on).
+
+    Each due fire time is recorded as a tick in the run store, then its run starts as a
+    `seqline run` process of its own. One scheduler per store: a second one exits 2.
+    """
+    stop = threading.Event()
+    stopped_by: list[str] = []
+
+    def on_signal(number: int, _frame: object) -> None:
+        stopped_by.append(signal.Signals(number).name)
+        stop.set()
+
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, on_signal)
+    folder = (logs or root / "logs").resolve()
+    with opened(root, store) as runs:
+        launcher = ProcessLauncher(root.resolve(), store, folder)
+        daemon = Scheduler(runs, launcher, log=log)
+        daemon.acquire()  # a second scheduler: LeaseHeld, exit 2 (see `opened`)
+        active = [s for s in db.list_schedules(runs.engine) if not s.paused]
+        log(f"scheduler started on {HOST} (pid {os.getpid()}) for the run store at "
+            f"{runs.url}: {len(active)} active schedule(s); run logs in {folder}")
+        try:
+            daemon.run(stop, interval)
+        except LeaseLost as exc:
+            log(str(exc))
+            raise typer.Exit(1) from None
+        going = sorted(launcher.children)
+        log(f"scheduler stopped ({', '.join(stopped_by) or 'done'}); "
+            + (f"runs still going on their own: {', '.join(going)}" if going
+               else "no run of it is going"))
+
+
+def backfill(
+    name: Annotated[str, typer.Argument(help="The schedule.")],
+    start: Annotated[str, typer.Option("--from", help="First time of the range (ISO; no "
+                                                      "offset: in the schedule's zone).")],
+    end: Annotated[str, typer.Option("--to", help="Last time of the range (ISO).")],
+    max_active: Annotated[int, typer.Option(min=1, help="At most this many runs at once.")]
+        = 1,
+    root: Root = DEFAULT_ROOT,
+    store: Store = DEFAULT_STORE,
+    logs: Logs = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
+        = False,
+) -> None:
+    """Run NAME once per fire time from --from to --to, oldest first (trigger `backfill`).
+
+    Waits for the runs. Running the same backfill again finishes what is left of it.
+    """
+    folder = (logs or root / "logs").resolve()
+    with opened(root, store) as runs:
+        schedule = db.get_schedule(runs.engine, name)
+        first = parse_time(start, schedule.tz, "--from")
+        last = parse_time(end, schedule.tz, "--to")
+        launcher = ProcessLauncher(root.resolve(), store, folder)
+        try:
+            outcome = Backfill(runs, launcher, log=log).run(schedule, first, last, max_active)
+        except KeyboardInterrupt:
+            fail("backfill stopped: launched runs go on; run the same command again to "
+                 "launch the rest.", 130)
+    rows = [{"fire_time": iso(t.fire_time), "run_id": t.run_id if t.status == "launched"
+             else None, "status": t.status, "run_status": state, "reason": t.reason}
+            for t, state in outcome]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        console().print(_outcome_table(name, rows))
+    if any(r["run_status"] != "succeeded" for r in rows if r["status"] == "launched") or \
+            any(r["status"] == "failed" for r in rows):
+        raise typer.Exit(1)
+
+
+def _outcome_table(name: str, rows: list[dict]) -> Table:
+    table = Table(title=f"backfill {name}", title_justify="left")
+    for column in ("fire time (UTC)", "run", "run status", "tick", "reason"):
+        table.add_column(column, no_wrap=True)
+    for r in rows:
+        table.add_row(r["fire_time"], r["run_id"] or "", r["run_status"] or "", r["status"],
+                      r["reason"] or "")
+    return table

@@ -1,0 +1,105 @@
+"""Starting a tick's run: a `seqline run` process of its own, in a session of its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from seqline.pipeline.errors import ConfigError
+
+__all__ = ["LaunchRequest", "Launcher", "ProcessLauncher", "seqline_executable"]
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """One run to start: which pipeline, how, and under which id."""
+
+    run_id: str
+    schedule: str
+    fire_time: datetime
+    pipeline: str
+    runner: str
+    workers: int
+    trigger: str  # schedule or backfill
+
+
+class Launcher(Protocol):
+    """Starts a run and returns at once (the run goes on alone)."""
+
+    def __call__(self, request: LaunchRequest) -> int | None:
+        """Start the run.
+
+        Returns:
+            The pid of the process that runs it, if there is one.
+
+        Raises:
+            ConfigError: the run cannot start (e.g. its pipeline file is gone).
+            OSError: the process could not be started.
+        """
+        ...
+
+
+def seqline_executable() -> str:
+    """The `seqline` script beside this interpreter (the venv's), else `seqline` on PATH."""
+    beside = Path(sys.executable).parent / "seqline"
+    return str(beside) if beside.exists() else "seqline"
+
+
+class ProcessLauncher:
+    """Launch each run as `seqline run PIPELINE … --run-id ID --trigger T`, detached.
+
+    The process starts a new session: a SIGTERM or Ctrl-C to the scheduler (or to its
+    process group, as systemd and a terminal send) never reaches a run, and a run that
+    crashes cannot take the scheduler down. Its output goes to `LOGS/RUN_ID.log`.
+    """
+
+    def __init__(self, root: Path, store: str | None, logs: Path,
+                 executable: str | None = None) -> None:
+        """Args:
+            root: the artifact root the runs write under (`--root`).
+            store: the run store URL (`--store`), or None for SQLite under the root.
+            logs: the folder of the runs' log files.
+            executable: the seqline script (default: `seqline_executable()`).
+        """
+        self.root = Path(root)
+        self.store = store
+        self.logs = Path(logs)
+        self.executable = executable or seqline_executable()
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def command(self, request: LaunchRequest) -> list[str]:
+        """The command line of a run."""
+        command = [self.executable, "run", request.pipeline, "--root", str(self.root),
+                   "--run-id", request.run_id, "--trigger", request.trigger,
+                   "--runner", request.runner, "--workers", str(request.workers)]
+        return command + (["--store", self.store] if self.store else [])
+
+    def __call__(self, request: LaunchRequest) -> int:
+        """Start the run; see `Launcher`."""
+        if not Path(request.pipeline).is_file():
+            raise ConfigError(f"the pipeline file {request.pipeline} is missing: restore it, "
+                              f"or `seqline schedule remove {request.schedule}`.")
+        self.logs.mkdir(parents=True, exist_ok=True)
+        # Appended, not truncated: a tick relaunched after a scheduler crash keeps both tries.
+        with open(self.logs / f"{request.run_id}.log", "ab") as log:
+            child = subprocess.Popen(self.command(request), stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.children[request.run_id] = child
+        return child.pid
+
+    def reap(self) -> dict[str, int]:
+        """Collect the runs that ended (no zombies are left behind).
+
+        Returns:
+            {run_id: exit code} of the runs that ended since the last call.
+        """
+        ended = {run_id: code for run_id, child in self.children.items()
+                 if (code := child.poll()) is not None}
+        for run_id in ended:
+            del self.children[run_id]
+        return ended

@@ -1,0 +1,172 @@
+"""`seqline schedule …`, `seqline scheduler` and `seqline backfill` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import USERFNS
+
+pytestmark = pytest.mark.e2e
+EXE = str(Path(sys.executable).parent / "seqline")
+ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$")
+QUICK = """\
+name: quick
+stages:
+  - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 10}}
+  - {name: work, component: preprocess,
+     params: {fn: "latency:skewed", fn_kwargs: {base_ms: 1, slow_every: 1000}}}
+"""
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(20)))
+    (tmp_path / "latency.py").write_text((USERFNS / "latency.py").read_text())
+    (tmp_path / "quick.yaml").write_text(QUICK)
+    return tmp_path
+
+
+def _seqline(folder: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([EXE, *args, "--root", str(folder / "root")], capture_output=True,
+                          text=True, timeout=timeout, cwd=folder)
+
+
+def _json(folder: Path, *args: str):
+    done = _seqline(folder, *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_schedule_add_list_show_pause_resume_remove(folder):
+    added = _seqline(folder, "schedule", "add", "nightly", "quick.yaml", "--cron", "30 2 * * *",
+                     "--tz", "Europe/Berlin", "--overlap", "queue")
+    assert added.returncode == 0, added.stderr
+    assert "At 02:30 every day (Europe/Berlin)" in added.stdout
+    [listed] = _json(folder, "schedule", "list")
+    assert {"name", "pipeline", "cron", "tz", "paused", "next_fire"} <= set(listed)
+    assert (listed["name"], listed["cron"], listed["tz"], listed["paused"]) == (
+        "nightly", "30 2 * * *", "Europe/Berlin", False)
+    assert listed["pipeline"] == str((folder / "quick.yaml").resolve())
+    shown = _json(folder, "schedule", "show", "nightly", "--next", "3")
+    assert {"name", "cron", "tz", "paused", "next", "ticks"} <= set(shown)
+    assert len(shown["next"]) == 3 and all(ISO_UTC.match(t) for t in shown["next"])
+    assert {t[11:16] for t in shown["next"]} == {"01:30"}  # 02:30 CET, in UTC
+    assert shown["ticks"] == [] and shown["next"][0] == listed["next_fire"]
+    assert _seqline(folder, "schedule", "pause", "nightly").returncode == 0
+    assert _json(folder, "schedule", "list")[0]["paused"] is True
+    assert _seqline(folder, "schedule", "resume", "nightly").returncode == 0
+    assert _json(folder, "schedule", "list")[0]["paused"] is False
+    removed = _seqline(folder, "schedule", "remove", "nightly")
+    assert removed.returncode == 0 and "removed" in removed.stdout
+    assert _json(folder, "schedule", "list") == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["add", "a", "quick.yaml", "--cron", "61 * * * *"], r"cron expression '61 \* \* \* \*': "
+                                                         r"bad minute"),
+    (["add", "a", "quick.yaml", "--cron", "* * *"], r"has 3 field\(s\); give 5"),
+    (["add", "a", "quick.yaml", "--cron", "@daily", "--tz", "Europe/Berln"],
+     r"unknown time zone 'Europe/Berln' \(--tz\)\. Did you mean 'Europe/Berlin'\?"),
+    (["add", "a", "quick.yaml", "--cron", "@daily", "--start", "tomorrow"],
+     r"--start 'tomorrow' is not an ISO-8601 time"),
+    (["add", "a", "missing.yaml", "--cron", "@daily"], r"pipeline file missing.yaml not found"),
+    (["add", "a b", "quick.yaml", "--cron", "@daily"], r"schedule name 'a b': use letters"),
+    (["show", "nigthly"], r"no schedule named 'nigthly' in the run store\. Did you mean "
+                          r"'nightly'\?"),
+    (["pause", "other"], r"no schedule named 'other'"),
+    (["add", "nightly", "quick.yaml", "--cron", "@daily"], r"'nightly' already exists"),
+])
+def test_schedule_bad_input_exits_2_with_one_line(folder, args, message):
+    assert _seqline(folder, "schedule", "add", "nightly", "quick.yaml", "--cron",
+                    "0 3 * * *").returncode == 0
+    done = _seqline(folder, "schedule", *args)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert len(done.stderr.strip().splitlines()) == 1 and re.search(message, done.stderr), \
+        done.stderr
+
+
+def _start_scheduler(folder: Path) -> subprocess.Popen:
+    return subprocess.Popen([EXE, "scheduler", "--root", str(folder / "root")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=folder)
+
+
+def _wait_for_line(stream, pattern: str, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if re.search(pattern, line):
+            return line
+    raise AssertionError(f"no line matching {pattern!r} in {timeout} s")
+
+
+def test_scheduler_is_one_per_store_and_stops_on_sigterm(folder):
+    assert _seqline(folder, "schedule", "add", "hourly", "quick.yaml", "--cron",
+                    "0 * * * *").returncode == 0
+    first = _start_scheduler(folder)
+    try:
+        _wait_for_line(first.stderr, r"scheduler started on .* 1 active schedule")
+        second = _seqline(folder, "scheduler", timeout=60)
+        assert second.returncode == 2
+        assert re.search(rf"host {re.escape(socket.gethostname())}, PID {first.pid}\b",
+                         second.stderr), second.stderr
+        sent = time.monotonic()
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=10) == 0
+        assert time.monotonic() - sent < 5
+        assert "scheduler stopped (SIGTERM)" in first.stderr.read()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    third = _start_scheduler(folder)  # the lease was released: the next one starts at once
+    try:
+        _wait_for_line(third.stderr, r"scheduler started")
+        third.send_signal(signal.SIGINT)
+        assert third.wait(timeout=10) == 0
+    finally:
+        if third.poll() is None:
+            third.kill()
+
+
+def test_backfill_runs_each_fire_time_with_trigger_backfill(folder):
+    assert _seqline(folder, "schedule", "add", "daily", "quick.yaml", "--cron", "0 3 * * *",
+                    "--tz", "America/New_York", "--workers", "1").returncode == 0
+    outcome = _json(folder, "backfill", "daily", "--from", "2026-11-01", "--to",
+                    "2026-11-02T12:00", "--max-active", "2")
+    assert [(o["fire_time"], o["run_id"], o["run_status"]) for o in outcome] == [
+        ("2026-11-01T08:00:00+00:00", "daily-backfill-20261101T080000Z", "succeeded"),
+        ("2026-11-02T08:00:00+00:00", "daily-backfill-20261102T080000Z", "succeeded")]
+    runs = _json(folder, "runs", "list")
+    assert {(r["run_id"], r["trigger"]) for r in runs} == {
+        ("daily-backfill-20261101T080000Z", "backfill"),
+        ("daily-backfill-20261102T080000Z", "backfill")}
+    ticks = _json(folder, "schedule", "show", "daily")["ticks"]
+    assert [t["trigger"] for t in ticks] == ["backfill", "backfill"]
+    assert ticks[0]["fire_time"] == "2026-11-02T08:00:00+00:00"  # newest first
+    again = _json(folder, "backfill", "daily", "--from", "2026-11-01", "--to", "2026-11-02")
+    assert [o["run_status"] for o in again] == ["succeeded"]  # nothing new launched
+    assert len(_json(folder, "runs", "list")) == 2
+
+
+def test_export_prints_a_dag_with_the_schedules_cron_zone_and_policies(folder):
+    assert _seqline(folder, "schedule", "add", "nightly", "quick.yaml", "--cron", "30 2 * * *",
+                    "--tz", "Europe/Berlin", "--catchup", "all").returncode == 0
+    done = _seqline(folder, "schedule", "export", "nightly", "--to", "airflow")
+    assert done.returncode == 0, done.stderr
+    dag = done.stdout
+    compile(dag, "seqline_nightly.py", "exec")
+    for expected in ["schedule='30 2 * * *'", "tz='Europe/Berlin'", "catchup=True",
+                     "max_active_runs=1", "--trigger schedule", "dag_id='seqline_nightly'",
+                     str((folder / "quick.yaml").resolve())]:
+        assert expected in dag, expected
+    assert os.path.isabs(re.search(r"--root (\S+)", dag).group(1))
