@@ -30,6 +30,7 @@ log = logging.getLogger("seqline")
 
 SDK_WORKER = "apache_beam.runners.worker.sdk_worker_main"  # in its processes' command lines
 WATCH_SECONDS = 0.2  # how often a running job's SDK workers are checked
+SCAN_EVERY = 5  # checks between two looks for new SDK workers (one look: ~2 ms of CPU)
 
 BeamMode = Literal["in_memory", "multi_threading", "multi_processing"]
 
@@ -178,11 +179,14 @@ class BeamRunner(Runner):
     def _died_during(self, job: Future[None]) -> bool:
         """Wait for `job`; True if one of its SDK workers died first (the job then hangs)."""
         seen: dict[int, psutil.Process] = {}
+        looks = 0
         while not job.done():
-            for child in psutil.Process().children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    if SDK_WORKER in " ".join(child.cmdline()):
-                        seen.setdefault(child.pid, child)
+            if looks % SCAN_EVERY == 0:  # finding new workers reads all of /proc: not often
+                for child in psutil.Process().children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        if SDK_WORKER in " ".join(child.cmdline()):
+                            seen.setdefault(child.pid, child)
+            looks += 1
             if self._aborted:
                 return False
             gone = [p for p in seen.values() if not p.is_running()

@@ -1,6 +1,21 @@
-"""Faults from outside, as they happen in life: a worker SIGKILLed mid-stage costs a retry and
-the answer is the undisturbed one, byte for byte; a block that kills every worker fails the
-run, named."""
+"""The fault matrix: faults injected from outside, as they happen in life (signals to real
+PIDs, a real full filesystem, bytes flipped on disk), on every runner where they apply.
+
+Every row ends with the undisturbed answer, byte for byte (the shards of an undisturbed local
+run; all runners write the same bytes), checked by `verify`, and with nothing left behind: no
+process the run started, no temporary folder.
+
+| fault                                    | local | beam | ray | the run                   |
+|------------------------------------------|-------|------|-----|---------------------------|
+| a worker SIGKILLed mid-preprocess        |   x   |  x   |  x  | retries the block          |
+| a poison block (kills every worker)      |   x   |  x   |  x  | fails, naming the block    |
+| a worker SIGKILLed mid-tfrecord_write    |   x   |  x   |  x  | retries the block          |
+| the driver SIGKILLed mid-preprocess      |   x   |  x   |  x  | interrupted; --resume      |
+| SIGTERM mid-run                          |   x   |  x   |  x  | cancelled in 5 s; --resume |
+| the driver SIGKILLed mid-training        |   x   |      |     | interrupted; --resume      |
+| a full disk (tmpfs)                      |   x   |      |     | fails, named; --resume     |
+| a shard corrupted before --resume        |   x   |      |     | recomputed; --resume       |
+"""
 
 from __future__ import annotations
 
@@ -11,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -21,120 +37,319 @@ from tests.conftest import USERFNS
 PIPELINE = """\
 name: faults
 stages:
-  - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 100}}
-  - {name: write, component: tfrecord_write, params: {shard_records: 100}}
+  - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: BR}}
+  - {name: write, component: tfrecord_write, params: {shard_records: BR}}
   - {name: features, component: preprocess, params: {fn: "latency:FN", fn_kwargs: {KW}}}
 """
-SLOW = PIPELINE.replace("FN", "skewed").replace("KW", "base_ms: 150, slow_every: 1000")
+ROWS = 3000
+
+
+def pipeline(fn: str = "skewed", kwargs: str = "base_ms: 400, slow_every: 1000",
+             block: int = 100) -> str:
+    return (PIPELINE.replace("FN", fn).replace("KW", kwargs)
+            .replace("BR", str(block)))
+
+
+SLOW = pipeline()
+QUICK = pipeline(kwargs="base_ms: 1, slow_every: 1000")  # the same records, for resumes
 EXE = str(Path(sys.executable).parent / "seqline")
+RUNNERS = ["local", "beam", "ray"]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def calm(tmp_path_factory) -> dict[str, list[tuple[str, str]]]:
+    """The shards of an undisturbed run: what every row must end with."""
+    folder = _folder(tmp_path_factory.mktemp("calm"))
+    run = Run(folder, QUICK, "calm")
+    assert run.wait() == 0, run.err
+    return {stage: _shards(folder, "calm", stage) for stage in ("write", "features")}
 
 
 @pytest.fixture
-def folder(tmp_path):
-    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(3000)))
-    (tmp_path / "latency.py").write_text((USERFNS / "latency.py").read_text())
-    return tmp_path
+def folder(tmp_path) -> Path:
+    return _folder(tmp_path)
 
 
-def _start(folder: Path, text: str, run_id: str, runner: str = "local") -> subprocess.Popen:
-    (folder / f"{run_id}.yaml").write_text(text)
-    return subprocess.Popen([EXE, "run", str(folder / f"{run_id}.yaml"), "--root",
-                             str(folder / "root"), "--run-id", run_id, "--no-cache",
-                             "--runner", runner],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _folder(path: Path) -> Path:
+    (path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(ROWS)))
+    (path / "latency.py").write_text((USERFNS / "latency.py").read_text())
+    return path
 
 
-def _workers(driver: subprocess.Popen) -> list[psutil.Process]:
-    """The local runner's worker processes: the children of the driver's fork server."""
-    servers = [p for p in psutil.Process(driver.pid).children()
-               if "forkserver" in " ".join(p.cmdline())]
-    return [w for s in servers for w in s.children()]
+class Run:
+    """`seqline run` as a separate process, and everything it starts."""
+
+    def __init__(self, folder: Path, text: str, run_id: str, runner: str = "local",
+                 *extra: str, root: Path | None = None) -> None:
+        self.folder, self.run_id = folder, run_id
+        self.root = root or folder / "root"
+        (folder / f"{run_id}.yaml").write_text(text)
+        self.process = subprocess.Popen(
+            [EXE, "run", str(folder / f"{run_id}.yaml"), "--root", str(self.root),
+             "--run-id", run_id, "--no-cache", "--runner", runner, *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.started: dict[int, psutil.Process] = {}  # every process seen under the driver
+        self.out = self.err = ""
+
+    def watch(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.process.pid).children(recursive=True):
+                self.started.setdefault(child.pid, child)
+
+    def until(self, found: Callable[[], object], what: str, timeout: float = 180) -> object:
+        """Poll `found` (and note the run's processes) until it returns something."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.watch()
+            result = found()
+            if result:
+                return result
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.01)
+        raise AssertionError(f"{what} never happened; the run ended with "
+                             f"{self.process.poll()}: {self.process.stderr.read()[-2000:]}")
+
+    def wait(self) -> int:
+        self.out, self.err = self.process.communicate(timeout=600)
+        return self.process.returncode
+
+    def stage_tmp(self, stage: str) -> list[Path]:
+        return list((self.root / "runs" / self.run_id).glob(f".{stage}.tmp-*/shard-*"))
+
+    def left_behind(self, grace: float = 15) -> list[str]:
+        """What the run left: live processes it started, temporary folders. Ray's own
+        agents exit a while after their raylet (they flush logs first): `grace` seconds."""
+        deadline = time.monotonic() + grace
+        while True:
+            alive = [p for p in self.started.values()
+                     if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+            if not alive or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        temp = Path(tempfile.gettempdir())
+        left = [" ".join(p.cmdline())[:100] for p in alive if _quiet(p)]
+        left += [str(p) for p in temp.glob(f"seqline-*-{self.process.pid}-*")]
+        left += [str(p) for p in (self.root / "runs" / self.run_id).glob(".*tmp*")]
+        return left
 
 
-def _running_preprocess(driver: subprocess.Popen, folder: Path) -> psutil.Process:
-    """A worker in the middle of a preprocess block, once preprocess has stored a shard.
-
-    Workers mark the block they run (see local_worker.py); killing an idle worker would test
-    only the pool's restart, not a block's retry.
-    """
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        stored = any(folder.glob("root/runs/killed/.features.tmp-*/shard-*"))
-        workers = {w.pid: w for w in _workers(driver)}
-        for mark in Path(tempfile.gettempdir()).glob("seqline-workers-*/features.*.1"):
-            with contextlib.suppress(OSError, ValueError):  # the block may end meanwhile
-                pid = int(mark.read_text())
-                if stored and pid in workers:
-                    return workers[pid]
-        time.sleep(0.02)
-    raise AssertionError("preprocess never ran a block to interrupt")
+def _quiet(process: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return process.status() != psutil.STATUS_ZOMBIE
+    return False
 
 
-def _shards(folder: Path, run_id: str, stage: str) -> list[tuple[str, str]]:
-    manifest = json.loads((folder / "root/runs" / run_id / stage / "manifest.json").read_text())
+def _shards(folder: Path, run_id: str, stage: str, root: Path | None = None
+            ) -> list[tuple[str, str]]:
+    manifest = json.loads(((root or folder / "root") / "runs" / run_id / stage /
+                           "manifest.json").read_text())
     return [(s["path"], s["sha256"]) for s in manifest["shards"]]
 
 
-@pytest.mark.integration
-def test_local_worker_killed_mid_preprocess_is_retried_and_changes_nothing(folder):
-    calm = _start(folder, SLOW, "calm")
-    assert calm.wait(timeout=300) == 0, calm.stderr.read()
-    driver = _start(folder, SLOW, "killed")
-    victim = _running_preprocess(driver, folder)
-    victim.send_signal(signal.SIGKILL)
-    out, err = driver.communicate(timeout=300)
-    assert driver.returncode == 0, err[-3000:]
-    assert "died; running it again (attempt 2 of 4)" in err
-    assert "All artifacts hold the ordering contract." in out
+def _same_as_calm(run: Run, calm: dict) -> None:
+    assert run.process.returncode == 0, run.err[-3000:]
+    assert "All artifacts hold the ordering contract." in run.out
+    for stage, shards in calm.items():
+        assert _shards(run.folder, run.run_id, stage, run.root) == shards, stage
+
+
+def _resume(run: Run, runner: str = "local", text: str = QUICK) -> Run:
+    resumed = Run(run.folder, text, run.run_id, runner, "--resume", root=run.root)
+    resumed.started = run.started  # what the killed driver left must be gone too
+    resumed.wait()
+    return resumed
+
+
+def _status(run: Run) -> str:
+    proc = subprocess.run([EXE, "runs", "show", run.run_id, "--json", "--root", str(run.root)],
+                          capture_output=True, text=True, timeout=120)
+    return json.loads(proc.stdout)["status"]
+
+
+# -- a worker that dies -------------------------------------------------------------------
+
+def _worker_running(run: Run, stage: str, runner: str) -> psutil.Process:
+    """A worker process in the middle of one of `stage`'s blocks, once a block is done.
+
+    Local workers mark the block they run (local_worker.py); Ray titles a worker after its
+    task (ray::_run); a Beam job runs only `stage` while its results appear.
+    """
+    def found() -> psutil.Process | None:
+        if runner == "beam":
+            if any(Path(tempfile.gettempdir()).glob(
+                    f"seqline-beam-{run.process.pid}-{stage}-*/out/block-*")):
+                return next((p for p in run.started.values() if _beam_worker(p)), None)
+            return None
+        if not run.stage_tmp(stage):
+            return None
+        if runner == "ray":
+            return next((p for p in psutil.process_iter(["cmdline"])
+                         if "ray::_run" in " ".join(p.info["cmdline"] or [])), None)
+        for mark in Path(tempfile.gettempdir()).glob(
+                f"seqline-workers-{run.process.pid}-*/{stage}.*.1"):
+            with contextlib.suppress(OSError, ValueError):  # the block may end meanwhile
+                pid = int(mark.read_text())
+                if pid in run.started:
+                    return run.started[pid]
+        return None
+
+    return run.until(found, f"a {stage} block running on a {runner} worker")  # type: ignore
+
+
+def _beam_worker(process: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        line = process.cmdline()
+        return bool(line) and "python" in Path(line[0]).name and any(
+            "sdk_worker_main" in part for part in line)
+    return False
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_worker_killed_mid_preprocess_costs_a_retry(folder, calm, runner):
+    run = Run(folder, SLOW, "killed", runner)
+    _worker_running(run, "features", runner).send_signal(signal.SIGKILL)
+    run.wait()
+    _same_as_calm(run, calm)
+    if runner != "ray":  # Ray retries inside its core worker, saying nothing
+        assert "died; running it again (attempt 2 of 4)" in run.err
+    assert run.left_behind() == []
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_worker_killed_mid_tfrecord_write_costs_a_retry(folder, calm, runner):
+    big = "x\n" + "".join(f"{i}\n" for i in range(300_000))  # blocks long enough to catch
+    (folder / "in.csv").write_text(big)
+    text = pipeline(kwargs="base_ms: 1, slow_every: 1000", block=30_000)
+    quiet = Run(folder, text, "quiet")
+    assert quiet.wait() == 0, quiet.err
+    run = Run(folder, text, "killed", runner)
+    _worker_running(run, "write", runner).send_signal(signal.SIGKILL)
+    assert run.wait() == 0, run.err[-3000:]
     for stage in ("write", "features"):
-        assert _shards(folder, "killed", stage) == _shards(folder, "calm", stage)
-    features = json.loads((folder / "root/runs/killed/features/manifest.json").read_text())
-    assert features["block_retries"] == 1
+        assert _shards(folder, "killed", stage) == _shards(folder, "quiet", stage)
+    assert run.left_behind() == []
 
 
-@pytest.mark.integration
-def test_local_block_that_kills_every_worker_fails_the_run_named(folder):
-    driver = _start(folder, PIPELINE.replace("FN", "die_at").replace("KW", "seq: 1234"), "p")
-    out, err = driver.communicate(timeout=300)
-    assert driver.returncode == 1, out + err
-    assert err.count("died; running it again") == 3
-    message = " ".join(err.split())
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_block_that_kills_every_worker_fails_the_run_named(folder, runner):
+    run = Run(folder, pipeline("die_at", "seq: 1234"), "poison", runner)
+    assert run.wait() == 1, run.out + run.err
     assert ("stage 'features': block 12 (first seq 1200) killed its worker process on all 4 "
-            "attempts") in message
-    assert "Run with --workers 1 to see it fail on its own." in message
-    assert not (folder / "root/runs/p/features").exists()  # nothing half-written committed
+            "attempts") in " ".join(run.err.split())
+    assert "Run with --workers 1 to see it fail on its own." in run.err
+    assert not (run.root / "runs/poison/features").exists()  # nothing half-written kept
+    assert run.left_behind() == []
 
 
-def _ray_worker_running(folder: Path, run_id: str) -> psutil.Process:
-    """A Ray worker process executing a block (Ray titles it after the task: ray::_run)."""
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if any(folder.glob(f"root/runs/{run_id}/.features.tmp-*/shard-*")):
-            for process in psutil.process_iter(["cmdline"]):
-                if "ray::_run" in " ".join(process.info["cmdline"] or []):
-                    return process
-        time.sleep(0.02)
-    raise AssertionError("no Ray worker ran a preprocess block to interrupt")
+# -- the driver ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_driver_killed_mid_preprocess_is_interrupted_then_resumed(folder, calm, runner):
+    run = Run(folder, SLOW, "crashed", runner)
+    run.until(lambda: run.stage_tmp("features"), "a stored preprocess shard")
+    run.process.send_signal(signal.SIGKILL)
+    run.wait()
+    assert _status(run) == "interrupted"  # its pid is gone: no need to wait for heartbeats
+    resumed = _resume(run, runner)
+    _same_as_calm(resumed, calm)
+    assert resumed.left_behind(grace=90 if runner == "ray" else 15) == []
 
 
-@pytest.mark.integration
-def test_ray_worker_killed_mid_preprocess_is_retried_and_changes_nothing(folder):
-    calm = _start(folder, SLOW, "calm")
-    assert calm.wait(timeout=300) == 0, calm.stderr.read()
-    driver = _start(folder, SLOW, "killed", runner="ray")
-    _ray_worker_running(folder, "killed").send_signal(signal.SIGKILL)
-    out, err = driver.communicate(timeout=300)
-    assert driver.returncode == 0, err[-3000:]
-    assert "All artifacts hold the ordering contract." in out
-    for stage in ("write", "features"):  # the same bytes as the local runner's calm run
-        assert _shards(folder, "killed", stage) == _shards(folder, "calm", stage)
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_sigterm_cancels_in_seconds_then_resumes(folder, calm, runner):
+    run = Run(folder, SLOW, "stopped", runner)
+    run.until(lambda: run.stage_tmp("features"), "a stored preprocess shard")
+    run.process.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    assert run.wait() == 128 + signal.SIGTERM, run.err[-3000:]
+    assert time.monotonic() - sent < 5
+    assert "Run stopped cancelled (SIGTERM)" in run.err
+    assert _status(run) == "cancelled"
+    assert run.left_behind() == []
+    resumed = _resume(run, runner)
+    _same_as_calm(resumed, calm)
 
 
-@pytest.mark.integration
-def test_ray_block_that_kills_every_worker_fails_the_run_named(folder):
-    text = PIPELINE.replace("FN", "die_at").replace("KW", "seq: 1234")
-    driver = _start(folder, text, "p", runner="ray")
-    out, err = driver.communicate(timeout=300)
-    assert driver.returncode == 1, out + err
-    assert ("stage 'features': block 12 (first seq 1200) killed its worker process on all 4 "
-            "attempts") in " ".join(err.split())
+TRAIN = """\
+  - {name: batches, component: batching, params: {batch_size: 32, label: y, features: [x]}}
+  - {name: model, component: train, params: {model: tabular_regression, epochs: 6}}
+"""
+
+
+def test_driver_killed_mid_training_resumes_from_its_checkpoint(folder):
+    text = QUICK + TRAIN
+    undisturbed = Run(folder, text, "undisturbed")
+    assert undisturbed.wait() == 0, undisturbed.err
+    run = Run(folder, text, "crashed")
+    run.until(lambda: list(run.root.glob("runs/crashed/.model.tmp-*/checkpoints/epoch-002*")),
+              "a second epoch's checkpoint")
+    run.process.send_signal(signal.SIGKILL)
+    run.wait()
+    resumed = _resume(run, text=text)
+    assert resumed.process.returncode == 0, resumed.err[-3000:]
+    assert "All artifacts hold the ordering contract." in resumed.out
+    model = [json.loads((folder / "root/runs" / r / "model/manifest.json").read_text())
+             for r in ("undisturbed", "crashed")]
+    assert [e["epoch"] for e in model[1]["epochs"]][0] >= 2  # the first epochs not redone
+    last = [{k: m["epochs"][-1][k] for k in ("epoch", "metrics", "seq_digest")} for m in model]
+    assert last[0] == last[1]  # the same weights give the same losses, to the last bit
+    for stage in ("write", "features", "batches"):
+        assert (sorted((folder / "root/runs/crashed" / stage).rglob("*.tfrecord*")) == [] or
+                _shards(folder, "crashed", stage) == _shards(folder, "undisturbed", stage))
+    assert resumed.left_behind() == []
+
+
+# -- storage ------------------------------------------------------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MiB filesystem of its own (tmpfs), grown later as a user would free space."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); needs root")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_full_disk_fails_naming_the_path_and_resumes_identically(folder, small_disk):
+    (folder / "in.csv").write_text("x,s\n" + "".join(f"{i},{i * 7919:032d}\n"
+                                                    for i in range(60_000)))  # ~6 MiB stored
+    big = pipeline(kwargs="base_ms: 1, slow_every: 1000", block=5000).replace(
+        "shard_records: 5000}", "shard_records: 5000, compression: none}")
+    reference = Run(folder, big, "reference")
+    assert reference.wait() == 0, reference.err
+    run = Run(folder, big, "full", root=small_disk)
+    assert run.wait() == 1, run.out + run.err
+    message = " ".join(run.err.split())
+    assert "the disk is full: writing " + str(small_disk) in message
+    assert "No space left on device" in message and "--resume" in message
+    assert "Traceback" not in run.err
+    assert list(small_disk.glob("runs/full/.*tmp*")) == []
+    committed = {p.parent.name for p in small_disk.glob("runs/full/*/manifest.json")}
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
+    resumed = _resume(run, text=big)
+    assert resumed.process.returncode == 0, resumed.err[-3000:]
+    for stage in ("write", "features"):
+        assert _shards(folder, "full", stage, small_disk) == _shards(folder, "reference", stage)
+    assert committed <= {p.parent.name for p in small_disk.glob("runs/full/*/manifest.json")}
+    assert resumed.left_behind() == []
+
+
+def test_corrupted_shard_is_recomputed_before_resume(folder, calm):
+    run = Run(folder, SLOW, "flipped")
+    run.until(lambda: (run.root / "runs/flipped/write/manifest.json").exists(),
+              "tfrecord_write committed")
+    run.process.send_signal(signal.SIGTERM)
+    run.wait()
+    shard = sorted((run.root / "runs/flipped/write").glob("shard-*"))[3]
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 1  # one flipped bit
+    shard.write_bytes(bytes(data))
+    resumed = _resume(run)
+    assert f"{shard} changed since it was committed" in " ".join(resumed.err.split())
+    _same_as_calm(resumed, calm)
