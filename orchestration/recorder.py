@@ -94,7 +94,7 @@ class RunRecorder:
             stage_run, "cached" if cached_from else "succeeded", counts=asdict(report.counts),
             seconds=report.seconds, waited_input=report.waited_input,
             waited_output=report.waited_output, max_in_flight=report.max_in_flight,
-            cached_from=cached_from)
+            cached_from=cached_from, block_retries=manifest.get("block_retries"))
         path = (report.path or Path()).resolve()
         self.store.record_artifact(stage_run, "output", str(path), self._kind(stage),
                                    manifest.get("records_out"), _bytes(manifest),
@@ -118,7 +118,7 @@ class RunRecorder:
                 stage_run, "failed" if begun else "skipped", counts=asdict(report.counts),
                 seconds=report.seconds, waited_input=report.waited_input,
                 waited_output=report.waited_output, max_in_flight=report.max_in_flight,
-                error=_one_line(error))
+                error=_one_line(error), block_retries=self._retries(stage))
 
     def close(self, status: str, error: BaseException | None = None) -> None:
         """Stop sampling, write what is left, and record how the run ended."""
@@ -174,6 +174,9 @@ class RunRecorder:
                          "reorder_held": held,
                          "rows_per_s": (done - done_before) / max(now - before, 1e-9)})
         return rows
+
+    def _retries(self, stage: str) -> int | None:
+        return self.runner.block_retries.get(stage) if self.runner is not None else None
 
     def _occupancy(self, stage: str) -> tuple[int, int]:
         runner = self.runner

@@ -255,7 +255,7 @@ class RunStore:
     def finish_stage(self, stage_run_id: int, status: str, *, counts: dict[str, int],
                      seconds: float, waited_input: float, waited_output: float,
                      max_in_flight: int, cached_from: str | None = None,
-                     error: str | None = None) -> None:
+                     error: str | None = None, block_retries: int | None = None) -> None:
         """Record how a stage run ended.
 
         Args:
@@ -269,6 +269,7 @@ class RunStore:
             max_in_flight: the most blocks it had in flight.
             cached_from: for a cache hit, the run whose artifact it reused.
             error: why it failed, one line.
+            block_retries: blocks run again because their worker died.
 
         Raises:
             ConfigError: an unknown status or count name.
@@ -282,7 +283,8 @@ class RunStore:
             done = conn.execute(update(stage_runs).where(stage_runs.c.id == stage_run_id).values(
                 status=status, finished=now(), seconds=seconds, waited_input=waited_input,
                 waited_output=waited_output, max_in_flight=max_in_flight,
-                cached_from=cached_from, error=error, **counts))
+                cached_from=cached_from, error=error, block_retries=block_retries,
+                **counts))
         if done.rowcount == 0:
             raise InternalError(f"finish_stage: no stage run {stage_run_id} in the store")
 

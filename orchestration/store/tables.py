@@ -154,6 +154,8 @@ stage_runs = Table(
     Column("params", JSON, nullable=False),
     Column("error", Text),  # revision 2: why this attempt failed (retries keep each reason)
     Column("blessed", Boolean),  # revision 2: evaluate's verdict; NULL for other stages
+    # Revision 4: blocks run again because their worker died (where the engine tells).
+    Column("block_retries", Integer),
     _one_of("status", STAGE_STATUSES),
     UniqueConstraint("run_id", "stage", "attempt"),
 )

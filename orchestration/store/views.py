@@ -108,6 +108,7 @@ def _stage(tried: list[Row[Any]], details: _Details) -> dict[str, Any]:
         "waited_input": last.waited_input,
         "waited_output": last.waited_output,
         "max_in_flight": last.max_in_flight,
+        "block_retries": last.block_retries,
         "cache_key": last.cache_key,
         "cached_from": last.cached_from,
         "params": last.params,

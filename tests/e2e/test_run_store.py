@@ -19,9 +19,9 @@ name: slow
 stages:
   - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 10}}
   - {name: work, component: preprocess,
-     params: {fn: "latency:skewed", fn_kwargs: {base_ms: 300, slow_every: 1000}}}
+     params: {fn: "latency:skewed", fn_kwargs: {base_ms: 1000, slow_every: 1000}}}
 """
-QUICK = SLOW.replace("base_ms: 300", "base_ms: 1")
+QUICK = SLOW.replace("base_ms: 1000", "base_ms: 1")
 
 EXE = str(Path(sys.executable).parent / "seqline")
 

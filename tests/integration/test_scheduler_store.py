@@ -14,7 +14,7 @@ from alembic.runtime.migration import MigrationContext
 from seqline.orchestration.store import RunStore, current_revision
 from seqline.orchestration.store import schedules as db
 from seqline.orchestration.store import upgrade as upgrade_to
-from seqline.orchestration.store.engine import make_engine
+from seqline.orchestration.store.engine import HEAD_REVISION, make_engine
 from seqline.orchestration.store.schedules import LeaseHeld
 from seqline.orchestration.store.tables import metadata
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
@@ -51,8 +51,8 @@ def test_schedules_migration_from_revision_2_keeps_runs_and_matches_the_tables(s
             "INSERT INTO runs (run_id, pipeline_id, pipeline, status, runner, options, "
             "\"trigger\", started) VALUES ('old', :p, 'p', 'succeeded', 'local', '{}', "
             "'manual', :t)"), {"p": pipeline_id, "t": T0})
-    upgrade_to(engine, "0003")
-    assert current_revision(engine) == "0003"
+    upgrade_to(engine, HEAD_REVISION)  # through 0003 (schedules) and every later one
+    assert current_revision(engine) == HEAD_REVISION
     with engine.connect() as conn:  # the migration and tables.py describe one schema
         assert compare_metadata(MigrationContext.configure(conn), metadata) == []
     engine.dispose()
