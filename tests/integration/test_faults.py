@@ -162,10 +162,14 @@ def _resume(run: Run, runner: str = "local", text: str = QUICK) -> Run:
     return resumed
 
 
-def _status(run: Run) -> str:
+def _show(run: Run) -> dict:
     proc = subprocess.run([EXE, "runs", "show", run.run_id, "--json", "--root", str(run.root)],
                           capture_output=True, text=True, timeout=120)
-    return json.loads(proc.stdout)["status"]
+    return json.loads(proc.stdout)
+
+
+def _status(run: Run) -> str:
+    return str(_show(run)["status"])
 
 
 # -- a worker that dies -------------------------------------------------------------------
@@ -214,6 +218,8 @@ def test_worker_killed_mid_preprocess_costs_a_retry(folder, calm, runner):
     _same_as_calm(run, calm)
     if runner != "ray":  # Ray retries inside its core worker, saying nothing
         assert "died; running it again (attempt 2 of 4)" in run.err
+        stages = {s["name"]: s for s in _show(run)["stages"]}
+        assert stages["features"]["block_retries"] == 1  # recorded in the run store
     assert run.left_behind() == []
 
 
