@@ -21,6 +21,7 @@ from seqline.orchestration.console import console
 from seqline.orchestration.dashboard.cli import register as register_dashboard
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE, quiet_engines
 from seqline.orchestration.executor import StageReport
+from seqline.orchestration.options import RunnerName
 from seqline.orchestration.runs_cli import runs_app, store_app
 from seqline.orchestration.schedule.cli import register as register_schedules
 from seqline.orchestration.verify import StageCheck, verify_run
@@ -42,12 +43,6 @@ register_dashboard(app)  # dashboard
 out = console()
 err = console(stderr=True)
 
-
-
-class RunnerName(StrEnum):
-    local = "local"
-    beam = "beam"
-    ray = "ray"
 
 
 class Trigger(StrEnum):

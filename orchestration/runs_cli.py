@@ -15,6 +15,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.options import AsJson, Root, Store
 from seqline.orchestration.store import RunStore
 from seqline.pipeline.errors import SeqlineError
 
@@ -36,12 +37,6 @@ class Status(StrEnum):
     cancelled = "cancelled"
 
 
-Root = Annotated[Path, typer.Option(help="Artifact root; the store is ROOT/seqline.db unless "
-                                         "--store says otherwise.")]
-Store = Annotated[str | None, typer.Option(
-    "--store", help="Run store URL, e.g. postgresql+psycopg://user@host/db (default: SQLite "
-                    "under --root).")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the JSON contract, not a table.")]
 
 
 @runs_app.callback()

@@ -15,6 +15,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.options import AsJson, Root, RunnerName, Store
 from seqline.orchestration.schedule.airflow import airflow_dag
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.schedule.views import (
@@ -28,7 +29,7 @@ from seqline.orchestration.store import schedules as db
 from seqline.orchestration.store.rows import now
 from seqline.pipeline.errors import SeqlineError
 
-__all__ = ["Root", "Store", "fail", "opened", "register", "schedule_app"]
+__all__ = ["fail", "opened", "register", "schedule_app"]
 
 schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
                            pretty_exceptions_enable=False,
@@ -48,22 +49,10 @@ class Catchup(StrEnum):
     all = "all"
 
 
-class Runner(StrEnum):
-    local = "local"
-    beam = "beam"
-    ray = "ray"
-
-
 class Target(StrEnum):
     airflow = "airflow"
 
 
-Root = Annotated[Path, typer.Option(help="Artifact root; the store is ROOT/seqline.db unless "
-                                         "--store says otherwise.")]
-Store = Annotated[str | None, typer.Option(
-    "--store", help="Run store URL, e.g. postgresql+psycopg://user@host/db (default: SQLite "
-                    "under --root).")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the JSON contract, not a table.")]
 Name = Annotated[str, typer.Argument(help="The schedule's name (see `seqline schedule list`).")]
 
 
@@ -88,7 +77,8 @@ def add_command(
     cron: Annotated[str, typer.Option(help="When: 5 cron fields (minute hour day-of-month "
                                            "month day-of-week), e.g. '30 2 * * *', or @daily.")],
     tz: Annotated[str, typer.Option(help="The IANA time zone the cron is read in.")] = "UTC",
-    runner: Annotated[Runner, typer.Option(help="Where each run's map stages run.")] = Runner.local,
+    runner: Annotated[RunnerName, typer.Option(
+        help="Where each run's map stages run.")] = RunnerName.local,
     workers: Annotated[int, typer.Option(min=1, help="Parallel workers of each run.")] = 2,
     overlap: Annotated[Overlap, typer.Option(
         help="While the previous run still goes: skip the tick, queue it, or allow both.")]
