@@ -12,8 +12,8 @@ Usage: .venv/bin/python benchmarks/faults.py [--smoke] [--rows 1000000]
    - Ray: `max_retries` costs nothing on a run without faults (Ray keeps a task's lineage
      anyway); waits are cut into 0.25 s slices, a call each.
 2. For each runner, a worker SIGKILLed in the middle of a block: the time from the kill to
-   the block running again on a fresh worker (its next attempt's marker; for Ray, a new
-   `ray::_run` worker process), median of three.
+   the block starting again in another process (the function leaves a file named after the
+   block and its process as it starts), median of three.
 """
 
 from __future__ import annotations
@@ -37,13 +37,12 @@ from seqline.orchestration.runners.local_worker import run_marked  # noqa: E402
 from seqline.pipeline.blocks import Block  # noqa: E402
 
 SEQLINE = Path(sys.executable).parent / "seqline"
-USERFNS = Path(__file__).resolve().parent.parent / "tests" / "userfns" / "latency.py"
 SLOW = """\
 name: slow
 stages:
   - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 100}}
   - {name: features, component: preprocess,
-     params: {fn: "latency:skewed", fn_kwargs: {base_ms: 600, slow_every: 1000}}}
+     params: {fn: "marked:marked", fn_kwargs: {mark_dir: "MARKS", ms: 3000}}}
 """
 
 
@@ -92,53 +91,44 @@ def data_job(rows: int, folder: Path) -> tuple[float, int]:
     return wall, sum(report.blocks for report in result.stages)
 
 
+MARKED = """\
+import os
+import time
+
+
+def marked(batch, mark_dir, ms):
+    \"\"\"Say which process starts which block (a file named first-seq.pid), then work.\"\"\"
+    first = batch.column("__seq__")[0].as_py()
+    open(os.path.join(mark_dir, f"{first}.{os.getpid()}"), "w").close()
+    time.sleep(ms / 1000)
+    return batch
+"""
+
+
 def rerun_delay(runner: str, folder: Path) -> float:
-    """Seconds from a worker's SIGKILL, mid-block, to its block running again."""
+    """Seconds from a worker's SIGKILL, mid-block, to its block starting again elsewhere."""
+    marks = folder / "marks"
+    marks.mkdir(parents=True)
     (folder / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(2000)))
-    (folder / "latency.py").write_text(USERFNS.read_text())
-    (folder / "slow.yaml").write_text(SLOW)
+    (folder / "marked.py").write_text(MARKED)
+    (folder / "slow.yaml").write_text(SLOW.replace("MARKS", str(marks)))
     driver = subprocess.Popen([str(SEQLINE), "run", str(folder / "slow.yaml"), "--root",
                                str(folder / "root"), "--no-cache", "--no-verify",
                                "--runner", runner], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
-    temp = Path(tempfile.gettempdir())
     try:
-        victim, again = _victim(runner, driver.pid, temp)
-        seen = {p.pid for p in psutil.process_iter()}
-        victim.kill()
+        deadline = time.monotonic() + 180
+        while not (started := sorted(marks.iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        first, pid = started[0].name.split(".")
+        psutil.Process(int(pid)).kill()
         killed = time.perf_counter()
-        while not again(seen):
+        while not [m for m in marks.glob(f"{first}.*") if m.suffix[1:] != pid]:
             time.sleep(0.005)
         return time.perf_counter() - killed
     finally:
         driver.kill()
         driver.wait()
-
-
-def _victim(runner: str, driver: int, temp: Path):  # -> (process, "has it rerun?" check)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if runner == "local":
-            for mark in temp.glob(f"seqline-workers-{driver}-*/features.*.1"):
-                with contextlib.suppress(OSError, ValueError, psutil.Error):
-                    process = psutil.Process(int(mark.read_text()))
-                    rerun = mark.with_name(mark.name[:-1] + "2")
-                    return process, lambda _seen, rerun=rerun: rerun.exists()
-        elif runner == "beam":
-            for mark in temp.glob(f"seqline-beam-{driver}-features-*/out/*.attempt-1.*"):
-                with contextlib.suppress(ValueError, psutil.Error):
-                    process = psutil.Process(int(mark.suffix[1:]))
-                    block = mark.name.split(".attempt")[0]
-                    return process, lambda _seen, d=mark.parent, b=block: any(
-                        d.glob(f"{b}.attempt-2.*"))
-        else:
-            for process in psutil.process_iter(["cmdline"]):
-                if "ray::_run" in " ".join(process.info["cmdline"] or []):
-                    return process, lambda seen: any(
-                        p.pid not in seen and "ray::_run" in " ".join(p.info["cmdline"] or [])
-                        for p in psutil.process_iter(["cmdline"]))
-        time.sleep(0.01)
-    raise RuntimeError(f"no {runner} worker ran a block to kill")
 
 
 def main() -> None:

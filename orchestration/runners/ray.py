@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -42,7 +43,8 @@ class RayRunner(Runner):
         self._session: Path | None = None  # the local Ray's temp folder, if we start it
         if not ray.is_initialized():
             runtime_env = {"working_dir": working_dir} if address and working_dir else None
-            if address is None:  # Ray's sockets and logs go where we can remove them
+            if address is None and not os.environ.get("RAY_ADDRESS"):  # a Ray of our own:
+                # its sockets and logs go where we can remove them
                 self._session = scratch_dir("ray")
             ray.init(address=address, num_cpus=None if address else workers,
                      include_dashboard=False, logging_level=logging.WARNING,
