@@ -77,3 +77,14 @@ def die_at(batch: pa.RecordBatch, seq: int = 150) -> pa.RecordBatch:
     if seq in batch.column(SEQ).to_pylist():
         os.kill(os.getpid(), signal.SIGKILL)
     return double(batch)
+
+
+def flaky(batch: pa.RecordBatch, state_dir: str, fails: int = 2) -> pa.RecordBatch:
+    """A function calling a flaky service: its first `fails` calls per block raise."""
+    first = int(batch.column(SEQ)[0].as_py()) if batch.num_rows else -1
+    calls = os.path.join(state_dir, f"calls-{first}-{batch.num_rows}")
+    with open(calls, "a") as f:
+        f.write("x")
+    if os.path.getsize(calls) <= fails:
+        raise ConnectionError(f"service unavailable (call {os.path.getsize(calls)})")
+    return double(batch)
