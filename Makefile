@@ -4,14 +4,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUNNER ?= local
 
-.PHONY: demo test setup postgres lint typecheck
+.PHONY: demo test setup postgres chromium lint typecheck
 
 # 1. Set up and run the example pipeline end to end.
 demo: setup
 	$(BIN)/seqline run data/seattle_weather/pipeline.yaml --runner $(RUNNER)
 
 # 2. Set up and run the test suite (all tiers: unit, integration, e2e), as CI does.
-test: setup postgres lint typecheck
+test: setup postgres chromium lint typecheck
 	$(BIN)/python -m pytest -q
 
 lint: setup
@@ -33,6 +33,13 @@ postgres:
 	@command -v /usr/lib/postgresql/15/bin/initdb >/dev/null || (apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	  postgresql >/dev/null) || echo "note: postgresql not installed; its tests will skip"
+
+# The dashboard's browser tests drive Debian's Chromium through Playwright (whose own browser
+# download is unreachable here). Never fails the build: without it those tests skip, saying why.
+chromium:
+	@test -x /usr/lib/chromium/chromium || (apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  chromium >/dev/null) || echo "note: chromium not installed; the browser tests will skip"
 
 # constraints.txt pins every package (pip freeze of a resolved install): reproducible installs.
 $(VENV)/.installed: pyproject.toml constraints.txt

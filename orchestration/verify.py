@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from seqline.components import COMPONENTS
 from seqline.components.tfrecords import CorruptRecord, decode, read_shard
-from seqline.pipeline.artifacts import read_manifest, run_dir
+from seqline.pipeline.artifacts import VERDICT, read_manifest, run_dir
 from seqline.pipeline.audit import seq_digest
 from seqline.pipeline.blocks import SEQ, seq_of
 from seqline.pipeline.deadletters import DEAD_LETTERS
@@ -68,7 +68,17 @@ def verify_run(root: Path, run_id: str) -> list[StageCheck]:
         outputs[check.stage] = seq
         checks.append(check)
         previous = check.stage
+    _save_verdict(folder, checks)
     return checks
+
+
+def _save_verdict(folder: Path, checks: list[StageCheck]) -> None:
+    """The verdict beside the run's stages (verify.json), for the dashboard's run page."""
+    verdict = {"ok": all(c.ok for c in checks),
+               "stages": [{**asdict(c), "ok": c.ok} for c in checks]}
+    partial = folder / f".{VERDICT}.tmp"
+    partial.write_text(json.dumps(verdict, indent=2))
+    partial.replace(folder / VERDICT)
 
 
 def _stage_dirs(folder: Path) -> list[Path]:

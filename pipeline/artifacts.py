@@ -14,6 +14,7 @@ from seqline.pipeline.errors import ConfigError
 __all__ = ["MANIFEST", "StageArtifact", "link_stage", "read_manifest", "run_dir"]
 
 MANIFEST = "manifest.json"
+VERDICT = "verify.json"  # a run's last `verify` verdict, beside its stage folders
 
 
 def run_dir(root: Path, run_id: str) -> Path:

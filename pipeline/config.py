@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 import yaml
@@ -221,6 +221,13 @@ def _check_inputs(spec: PipelineSpec, stage: StageSpec[Any],
 def _check_names(stages: Sequence[StageSpec[Any]], source: str) -> None:
     seen: dict[str, StageSpec[Any]] = {}
     for stage in stages:
+        parts = PurePosixPath(stage.name).parts
+        if (not parts or parts[0] == "/" or ".." in parts or "\\" in stage.name
+                or any(ord(c) < 32 for c in stage.name)):
+            raise ConfigError(
+                f"{source}: {stage.where}: a stage name names its artifact folder, so it cannot "
+                "be absolute, contain '..', a backslash or control characters. Rename it, e.g. "
+                "'features'.")
         if stage.name in seen:
             raise ConfigError(
                 f"{source}: duplicate stage name {stage.name!r} ({seen[stage.name].where} and "

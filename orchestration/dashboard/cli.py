@@ -1,11 +1,80 @@
-"""`seqline dashboard` (being built)."""
+"""`seqline dashboard`: serve the live pages, the JSON and /metrics of a run store."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, NoReturn
+
 import typer
 
+from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+
 __all__ = ["register"]
+
+CONFIG_EXIT = 2  # as every seqline command: a bad input, fixable by the user
+# uvicorn waits for open streams before it stops; a live page keeps one open for as long as
+# its run goes, so Ctrl-C or SIGTERM would hang. 2 s lets answers in progress finish.
+GRACEFUL_SECONDS = 2
 
 
 def register(app: typer.Typer) -> None:
     """Add the dashboard command to the `seqline` app."""
+    app.command("dashboard")(dashboard)
+
+
+def dashboard(
+    root: Annotated[Path, typer.Option(help="Artifact root; the store is ROOT/seqline.db "
+                                            "unless --store says otherwise.")] = DEFAULT_ROOT,
+    store: Annotated[str | None, typer.Option(
+        "--store", help="Run store URL, e.g. postgresql+psycopg://user@host/db.")
+    ] = DEFAULT_STORE,
+    host: Annotated[str, typer.Option(help="Address to listen on. Anything but loopback "
+                                           "needs --token-file.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8765,
+    token_file: Annotated[Path | None, typer.Option(
+        "--token-file", help="A file holding a secret token; then every request must carry "
+                             "it (?token=… once in the browser, or Authorization: Bearer …).")
+    ] = None,
+    allow_host: Annotated[list[str] | None, typer.Option(
+        "--allow-host", help="Another name the dashboard is reached by (its Host header); "
+                             "repeatable. Other names get 400.")] = None,
+) -> None:
+    """Serve the dashboard: every run and stage, live; JSON under /api/; Prometheus /metrics.
+
+    Read-only, loopback by default. Example: seqline dashboard --root .seqline, then open
+    http://127.0.0.1:8765/.
+    """
+    from seqline.orchestration.dashboard.security import is_loopback
+
+    token = _read_token(token_file) if token_file is not None else None
+    if token is None and not is_loopback(host):
+        _fail(f"--host {host} would show every run to the network without a token: pass "
+              "--token-file FILE (e.g. `openssl rand -hex 32 > FILE`), or keep --host 127.0.0.1.")
+    try:  # loaded here: the core CLI must not need the `dashboard` extra
+        import uvicorn
+
+        from seqline.orchestration.dashboard.app import allowed_hosts, create_app
+    except ImportError as exc:
+        _fail(f"the dashboard needs its extra ({exc.name} is missing): "
+              "pip install 'seqline[dashboard]'")
+    app = create_app(root, store, token=token, hosts=allowed_hosts(host, allow_host))
+    shown = f"[{host}]" if ":" in host else host
+    typer.echo(f"seqline dashboard on http://{shown}:{port}/ (read-only; Ctrl-C stops it)")
+    uvicorn.run(app, host=host, port=port, log_level="warning",
+                timeout_graceful_shutdown=GRACEFUL_SECONDS, server_header=False)
+
+
+def _read_token(path: Path) -> str:
+    try:
+        token = path.read_text().strip()
+    except OSError as exc:
+        _fail(f"cannot read --token-file {path}: {exc.strerror}.")
+    if len(token) < 16:  # a short token can be guessed over the network
+        _fail(f"the token in {path} is {len(token)} characters; use at least 16 "
+              "(e.g. `openssl rand -hex 32 > FILE`).")
+    return token
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(CONFIG_EXIT)

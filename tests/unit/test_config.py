@@ -69,3 +69,11 @@ def test_parse_pipeline_rejects_bad_files_with_their_own_message(folder, text, m
 def test_load_pipeline_names_a_missing_pipeline_file(tmp_path):
     with pytest.raises(ConfigError, match=r"cannot read pipeline file .*nope.yaml"):
         load_pipeline(Path(tmp_path / "nope.yaml"), COMPONENTS)
+
+
+@pytest.mark.parametrize("name", ["../elsewhere", "/etc/cron.d", "a\\\\b", "tab\\tname"])
+def test_stage_names_never_name_a_folder_outside_the_run(folder, name):
+    text = (f'name: p\nstages:\n  - {{name: "{name}", component: ingest,\n'
+            '     params: {format: csv, paths: [in.csv]}}\n')
+    with pytest.raises(ConfigError, match="a stage name names its artifact folder"):
+        parse_pipeline(text, folder, COMPONENTS)

@@ -1,0 +1,107 @@
+"""The JSON under `/api/`: the same data as the pages (`/api/runs/{id}` = `runs show --json`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from seqline.orchestration.dashboard import queries
+from seqline.orchestration.dashboard.context import dashboard_of, page_number
+from seqline.orchestration.dashboard.schedules import schedules_view
+from seqline.orchestration.dashboard.views import stage_view
+
+__all__ = ["routes"]
+
+TIME_KEYS = ("t0", "t1", "live")  # the page's extras, not part of `runs show --json`
+
+
+def _json(data: Any) -> JSONResponse:
+    return JSONResponse(data, headers={"Cache-Control": "no-store"})
+
+
+def runs(request: Request) -> JSONResponse:
+    """`/api/runs?pipeline=&status=&trigger=&limit=`: as `seqline runs list --json`."""
+    q = request.query_params
+    limit = q.get("limit", "50")
+    return _json(dashboard_of(request).read(
+        queries.list_runs, pipeline=q.get("pipeline") or None, status=q.get("status") or None,
+        trigger=q.get("trigger") or None,
+        limit=min(int(limit), 1000) if limit.isdigit() and int(limit) > 0 else 50))
+
+
+def run(request: Request) -> JSONResponse:
+    """`/api/runs/{run_id}`: as `seqline runs show --json` (liveness derived, not written)."""
+    detail = dashboard_of(request).found(queries.run_page, request.path_params["run_id"])
+    for key in TIME_KEYS:
+        detail.pop(key, None)
+    for stage in detail["stages"]:
+        for key in TIME_KEYS:
+            stage.pop(key, None)
+    return _json(detail)
+
+
+def samples(request: Request) -> Response:
+    """`/api/runs/{run_id}/samples`: {stage: {t, records_done, rows_per_s, waits, …}}."""
+    dash, run_id = dashboard_of(request), request.path_params["run_id"]
+
+    def answer() -> Response:
+        detail = dash.found(queries.run_page, run_id)
+        ids = {s["stage_run_id"]: s["name"] for s in detail["stages"]}
+        return _json({"run_id": detail["run_id"], "status": detail["status"],
+                      "t0": detail["t0"], "stages": dash.read(queries.series, ids)})
+
+    return dash.live(request, run_id, answer)
+
+
+def stage(request: Request) -> JSONResponse:
+    """`/api/runs/{run_id}/stages/{stage}?shards=&dead=&epoch=&batches=`: the stage page's data."""
+    view = stage_view(dashboard_of(request), request.path_params["run_id"],
+                      request.path_params["stage"], shards=page_number(request, "shards"),
+                      dead=page_number(request, "dead"), epoch=page_number(request, "epoch"),
+                      batches=page_number(request, "batches"))
+    view["run"] = {k: view["run"][k] for k in ("run_id", "pipeline", "status")}
+    for key in TIME_KEYS:
+        view["stage"].pop(key, None)
+    return _json(view)
+
+
+def stage_samples(request: Request) -> Response:
+    """`/api/runs/{run_id}/stages/{stage}/samples`: one stage's samples, for its charts."""
+    dash, run_id = dashboard_of(request), request.path_params["run_id"]
+
+    def answer() -> Response:
+        row = dash.found(queries.stage_row, run_id, request.path_params["stage"])
+        found = dash.read(queries.series, {row.id: row.stage})
+        return _json({"stage": row.stage, "samples": found[row.stage]})
+
+    return dash.live(request, run_id, answer)
+
+
+def history(request: Request) -> JSONResponse:
+    """`/api/runs/{run_id}/stages/{stage}/history`: the stage across the pipeline's runs."""
+    dash = dashboard_of(request)
+    detail = dash.found(queries.run_page, request.path_params["run_id"])
+    name = request.path_params["stage"]
+    if not any(s["name"] == name for s in detail["stages"]):
+        raise HTTPException(404, "no such stage in this run")
+    return _json(dash.read(queries.history, detail["pipeline"], name))
+
+
+def schedules(request: Request) -> JSONResponse:
+    """`/api/schedules`: each schedule, its next fire times and recent ticks."""
+    return _json(dashboard_of(request).read(schedules_view))
+
+
+routes = [
+    Route("/api/runs", runs),
+    Route("/api/runs/{run_id}", run),
+    Route("/api/runs/{run_id}/samples", samples),
+    Route("/api/runs/{run_id}/stages/{stage:path}/samples", stage_samples),
+    Route("/api/runs/{run_id}/stages/{stage:path}/history", history),
+    Route("/api/runs/{run_id}/stages/{stage:path}", stage),
+    Route("/api/schedules", schedules),
+]

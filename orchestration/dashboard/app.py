@@ -1,0 +1,100 @@
+"""The dashboard's Starlette app: routes, the safety middleware, /metrics and static files."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from sqlalchemy import Engine
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from seqline.orchestration.dashboard import api, pages, queries
+from seqline.orchestration.dashboard.cache import LiveCache
+from seqline.orchestration.dashboard.context import Dashboard
+from seqline.orchestration.dashboard.live import Watchers
+from seqline.orchestration.dashboard.metrics import StoreCollector
+from seqline.orchestration.dashboard.security import SafetyMiddleware, is_loopback
+from seqline.orchestration.store import DB_FILE, RunStore
+from seqline.orchestration.store.engine import make_engine
+
+__all__ = ["allowed_hosts", "create_app", "store_url"]
+
+STATIC = Path(__file__).parent / "static"
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
+
+
+def store_url(root: Path, url: str | None) -> str:
+    """The store's URL: `url`, else SQLite at ROOT/seqline.db (as every seqline command)."""
+    return url or f"sqlite:///{Path(root).resolve() / DB_FILE}"
+
+
+def allowed_hosts(host: str, extra: list[str] | None = None) -> list[str]:
+    """The Host header values the dashboard answers (any other gets 400: DNS rebinding).
+
+    Args:
+        host: the address it binds.
+        extra: more names users reach it by (`--allow-host`).
+
+    Returns:
+        Loopback names for a loopback bind; else also the bound address, this machine's
+        name and fully qualified name, and `extra`.
+    """
+    names = list(LOOPBACK_NAMES)
+    if not is_loopback(host):
+        names += [host, socket.gethostname(), socket.getfqdn()]
+    return sorted({*names, *(extra or [])} - {"0.0.0.0", "::", ""})
+
+
+def create_app(root: Path, url: str | None = None, *, token: str | None = None,
+               hosts: list[str] | None = None) -> Starlette:
+    """The dashboard over the run store of `root` (or `url`).
+
+    The store is opened (and migrated to head) once here, as every seqline command does;
+    after that the app reads it through an engine whose connections refuse writes.
+
+    Args:
+        root: the artifact root (manifests and dead letters are read under ROOT/runs/).
+        url: the run store's URL; default SQLite under the root.
+        token: if set, every request must carry it (see SafetyMiddleware).
+        hosts: the Host header values to answer; default loopback names.
+
+    Returns:
+        The ASGI app.
+    """
+    RunStore.open(root, url).close()
+    engine = queries.make_read_only(make_engine(store_url(root, url)))
+    watchers = Watchers(lambda run_id: _stamp(engine, run_id),
+                        lambda run_id, view: pages.snapshot(dashboard, run_id, view))
+    dashboard = Dashboard(root=Path(root), engine=engine, watchers=watchers, cache=LiveCache())
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(engine))
+
+    def metrics(request: Request) -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST,
+                        headers={"Cache-Control": "no-store"})
+
+    app = Starlette(
+        routes=[*pages.routes, *api.routes, Route("/metrics", metrics),
+                Mount("/static", StaticFiles(directory=STATIC), name="static")],
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts or LOOPBACK_NAMES),
+                    Middleware(SafetyMiddleware, token=token),
+                    # HTML, JSON and the vendored scripts shrink 3-4x; streams are left alone.
+                    Middleware(GZipMiddleware, minimum_size=1024)],
+        exception_handlers={HTTPException: pages.http_error})
+    app.state.dashboard = dashboard
+    return app
+
+
+def _stamp(engine: Engine, run_id: str) -> tuple[Any, ...] | None:
+    with engine.connect() as conn:
+        return queries.run_stamp(conn, run_id)

@@ -1,0 +1,169 @@
+"""Prometheus `/metrics` read from the run store at each scrape (no run ids in labels)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine, func, select
+
+from seqline.orchestration.dashboard.queries import liveness
+from seqline.orchestration.store.tables import epochs, eval_metrics, runs, samples, stage_runs
+
+__all__ = ["StoreCollector"]
+
+OUTCOMES = ("records_in", "records_out", "filtered", "exploded", "dead_lettered")
+WORKED = ("succeeded", "failed")  # cached and skipped stage runs processed nothing
+PS = ("pipeline", "stage")
+
+
+class StoreCollector(Collector):
+    """Counters summed over every stage run, gauges from the running ones' newest sample.
+
+    Series are per pipeline and stage, never per run: a label per run id would grow
+    Prometheus's series without bound. Counters only grow (runs are never rewritten), so
+    Grafana's `rate()` works on them.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        with self.engine.connect() as conn:
+            run_rows = conn.execute(select(runs.c.pipeline, runs.c.status, runs.c.heartbeat,
+                                           runs.c.started, runs.c.finished, runs.c.host,
+                                           runs.c.pid)).all()
+            stage_rows = conn.execute(
+                select(runs.c.pipeline, stage_runs.c.stage, stage_runs.c.status,
+                       *(stage_runs.c[c] for c in OUTCOMES), stage_runs.c.seconds,
+                       stage_runs.c.waited_input, stage_runs.c.waited_output,
+                       stage_runs.c.id)
+                .join(runs, runs.c.run_id == stage_runs.c.run_id)
+                .where(stage_runs.c.status.in_((*WORKED, "running")))).all()
+            running = [r.id for r in stage_rows if r.status == "running"]
+            newest = _newest_samples(conn, running)
+            latest = _latest_results(conn)
+        yield from _runs(run_rows)
+        yield from _stages(stage_rows, newest)
+        yield from latest
+
+
+def _newest_samples(conn: Any, ids: list[int]) -> dict[int, Any]:
+    """The last sample of each running stage run (uses the (stage_run_id, t) index)."""
+    if not ids:
+        return {}
+    last = select(samples.c.stage_run_id, func.max(samples.c.t).label("t")).where(
+        samples.c.stage_run_id.in_(ids)).group_by(samples.c.stage_run_id).subquery()
+    rows = conn.execute(select(samples).join(last, (samples.c.stage_run_id == last.c.stage_run_id)
+                                             & (samples.c.t == last.c.t))).all()
+    return {r.stage_run_id: r for r in rows}
+
+
+def _runs(rows: Sequence[Any]) -> Iterator[Metric]:
+    ended = CounterMetricFamily("seqline_runs", "Runs that ended, by how they ended.",
+                                labels=["pipeline", "status"])
+    active = GaugeMetricFamily("seqline_runs_active", "Runs queued or running now.",
+                               labels=["pipeline", "status"])
+    last = GaugeMetricFamily("seqline_run_last_finished_timestamp_seconds",
+                             "When the pipeline's newest run in each status ended.",
+                             labels=["pipeline", "status"])
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    newest: dict[tuple[str, str], float] = {}
+    for r in rows:
+        status = liveness(r.status, r.heartbeat, r.started, r.host, r.pid)
+        counts[(r.pipeline, status)] += 1
+        if r.finished is not None and status not in ("queued", "running"):
+            newest[(r.pipeline, status)] = max(newest.get((r.pipeline, status), 0.0),
+                                               r.finished.timestamp())
+    for (pipeline, status), n in sorted(counts.items()):
+        (active if status in ("queued", "running") else ended).add_metric([pipeline, status], n)
+    for key, t in sorted(newest.items()):
+        last.add_metric(list(key), t)
+    yield from (ended, active, last)
+
+
+def _stages(rows: Sequence[Any], newest: dict[int, Any]) -> Iterator[Metric]:
+    records = CounterMetricFamily("seqline_records", "Records through a stage, by outcome "
+                                  "(in, out, filtered, exploded, dead_lettered).",
+                                  labels=[*PS, "outcome"])
+    seconds = SummaryMetricFamily("seqline_stage_seconds", "Wall time of stage runs that "
+                                  "ended (succeeded or failed).", labels=list(PS))
+    waits = CounterMetricFamily("seqline_wait_seconds", "Seconds stages waited on their input "
+                                "or for room downstream.", labels=[*PS, "side"])
+    flight = GaugeMetricFamily("seqline_blocks_in_flight", "Blocks a running stage has in "
+                               "flight on its workers.", labels=list(PS))
+    held = GaugeMetricFamily("seqline_reorder_buffer_blocks", "Results a running stage's "
+                             "reorder buffer holds for an earlier block.", labels=list(PS))
+    rate = GaugeMetricFamily("seqline_stage_rows_per_second", "A running stage's throughput "
+                             "over its last second.", labels=list(PS))
+    counted: dict[tuple[str, str, str], float] = defaultdict(float)  # (pipeline, stage, outcome)
+    waited: dict[tuple[str, str, str], float] = defaultdict(float)  # (pipeline, stage, side)
+    ended: dict[tuple[str, str], int] = defaultdict(int)
+    seconds_sum: dict[tuple[str, str], float] = defaultdict(float)
+    for r in rows:
+        key = (r.pipeline, r.stage)
+        s = newest.get(r.id)
+        if r.status == "running":  # its counts come when it ends; till then, its last sample
+            counted[(*key, "in")] += s.records_done if s else 0
+            waited[(*key, "input")] += (s.waited_input or 0) if s else 0
+            waited[(*key, "output")] += (s.waited_output or 0) if s else 0
+            if s is not None:
+                flight.add_metric(list(key), s.in_flight or 0)
+                held.add_metric(list(key), s.reorder_held or 0)
+                rate.add_metric(list(key), s.rows_per_s or 0.0)
+            continue
+        for column in OUTCOMES:
+            counted[(*key, column.removeprefix("records_"))] += getattr(r, column) or 0
+        waited[(*key, "input")] += r.waited_input or 0
+        waited[(*key, "output")] += r.waited_output or 0
+        ended[key] += 1
+        seconds_sum[key] += r.seconds or 0.0
+    for outcome_key, value in sorted(counted.items()):
+        records.add_metric(list(outcome_key), value)
+    for side_key, value in sorted(waited.items()):
+        waits.add_metric(list(side_key), value)
+    for key, n in sorted(ended.items()):
+        seconds.add_metric(list(key), count_value=n, sum_value=seconds_sum[key])
+    yield from (records, seconds, waits, flight, held, rate)
+
+
+def _latest_results(conn: Any) -> list[Metric]:
+    """Each pipeline's newest evaluation and training epoch: what a model-quality panel plots."""
+    value = GaugeMetricFamily("seqline_eval_metric", "The newest evaluation's overall metrics.",
+                              labels=[*PS, "metric"])
+    blessed = GaugeMetricFamily("seqline_model_blessed", "1 if the newest evaluation blessed "
+                                "its model, else 0.", labels=list(PS))
+    trained = GaugeMetricFamily("seqline_train_epoch_metric", "The newest training epoch's "
+                                "metrics (loss, …).", labels=[*PS, "metric"])
+    newest = select(runs.c.pipeline, stage_runs.c.stage, func.max(stage_runs.c.id).label("id")) \
+        .join(runs, runs.c.run_id == stage_runs.c.run_id) \
+        .where(stage_runs.c.status == "succeeded",
+               stage_runs.c.component.in_(("evaluate", "train"))) \
+        .group_by(runs.c.pipeline, stage_runs.c.stage).subquery()
+    picked = conn.execute(select(newest, stage_runs.c.component, stage_runs.c.blessed)
+                          .join(stage_runs, stage_runs.c.id == newest.c.id)).all()
+    by_id = {r.id: r for r in picked}
+    for m in conn.execute(select(eval_metrics).where(
+            eval_metrics.c.stage_run_id.in_(list(by_id)), eval_metrics.c.slice_column.is_(None))):
+        r = by_id[m.stage_run_id]
+        value.add_metric([r.pipeline, r.stage, m.metric], m.value)
+    for r in picked:
+        if r.blessed is not None:
+            blessed.add_metric([r.pipeline, r.stage], 1.0 if r.blessed else 0.0)
+    last = select(epochs.c.stage_run_id, func.max(epochs.c.epoch).label("epoch")).where(
+        epochs.c.stage_run_id.in_(list(by_id))).group_by(epochs.c.stage_run_id).subquery()
+    for e in conn.execute(select(epochs).join(last, (epochs.c.stage_run_id == last.c.stage_run_id)
+                                              & (epochs.c.epoch == last.c.epoch))):
+        r = by_id[e.stage_run_id]
+        for name, number in sorted(e.metrics.items()):
+            if isinstance(number, int | float):
+                trained.add_metric([r.pipeline, r.stage, name], float(number))
+    return [value, blessed, trained]

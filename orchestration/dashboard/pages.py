@@ -1,0 +1,147 @@
+"""The HTML pages: runs, a run, a stage, two runs compared, schedules (`?part=` for fragments)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from seqline.orchestration.dashboard import queries
+from seqline.orchestration.dashboard.context import Dashboard, dashboard_of, page_number
+from seqline.orchestration.dashboard.live import Snapshot
+from seqline.orchestration.dashboard.schedules import schedules_view
+from seqline.orchestration.dashboard.views import compare_view, run_view, stage_view
+from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
+
+__all__ = ["http_error", "render", "routes", "snapshot"]
+
+TEMPLATES = Path(__file__).parent / "templates"
+# Every value a page shows passes through autoescape: stage names, dead-letter text and error
+# messages are user data and must render as text, never as markup.
+env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(
+    enabled_extensions=("html",), default=True), trim_blocks=True, lstrip_blocks=True)
+GRID_RUNS = 20  # columns of the runs × stages grid: enough history to see a pattern
+
+
+def _seconds(value: Any) -> str:
+    """12.3 -> "12.30 s", 75 -> "1 min 15 s"; a missing value (None, not sampled yet) -> ""."""
+    if not isinstance(value, int | float):
+        return ""
+    if value < 60:
+        return f"{value:.2f} s"
+    minutes, rest = divmod(value, 60)
+    return f"{int(minutes)} min {rest:.0f} s"
+
+
+def _count(value: Any) -> str:
+    """1461 -> "1,461"; a missing value -> ""."""
+    return "" if value is None else f"{value:,}" if isinstance(value, int) else \
+        f"{value:,.1f}" if isinstance(value, float) else str(value)
+
+
+env.filters["seconds"] = _seconds
+env.filters["count"] = _count
+
+
+def snapshot(dash: Dashboard, run_id: str, view: str) -> Snapshot:
+    """A live view's HTML and samples: "run" (the run page) or "stage/NAME" (a stage page)."""
+    if view == "run":
+        shown = run_view(dash, run_id)
+        return env.get_template("run_live.html").render(**shown), shown["samples"]
+    shown = stage_view(dash, run_id, view.removeprefix("stage/"))
+    return env.get_template("stage_live.html").render(**shown), shown["samples"]
+
+
+def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    """A template as a page that browsers and proxies do not cache (it is live data)."""
+    return HTMLResponse(env.get_template(name).render(**context), status_code=status,
+                        headers={"Cache-Control": "no-store"})
+
+
+def runs_page(request: Request) -> Response:
+    """`/`: every run, filterable, and the grid of recent runs × stages."""
+    dash, q = dashboard_of(request), request.query_params
+    chosen = {k: q.get(k) or None for k in ("pipeline", "status", "trigger")}
+    if chosen["status"] not in (None, *RUN_STATUSES) or chosen["trigger"] not in (
+            None, *TRIGGERS):
+        raise HTTPException(404, "unknown status or trigger")
+    found = dash.read(queries.list_runs, **chosen, limit=200)
+    grid = dash.read(queries.grid, [r["run_id"] for r in found[:GRID_RUNS]])
+    return render("runs.html", runs=found, grid=grid, chosen=chosen,
+                  pipelines=dash.read(queries.pipelines_known), statuses=RUN_STATUSES,
+                  triggers=TRIGGERS, part=q.get("part"))
+
+
+def run_page(request: Request) -> Response:
+    """`/runs/{run_id}` (`?part=live`: only what changes while it runs)."""
+    dash, run_id = dashboard_of(request), request.path_params["run_id"]
+    part = "run_live.html" if request.query_params.get("part") == "live" else "run.html"
+    return dash.live(request, run_id, lambda: render(part, **run_view(dash, run_id)))
+
+
+def stage_page(request: Request) -> Response:
+    """`/runs/{run_id}/stages/{stage}` (`?part=live|shards|dead|batches` for fragments)."""
+    dash, run_id = dashboard_of(request), request.path_params["run_id"]
+    part = request.query_params.get("part")
+    name = {"live": "stage_live.html", "shards": "stage_shards.html",
+            "dead": "stage_dead.html", "batches": "stage_batches.html"}.get(part or "",
+                                                                            "stage.html")
+
+    def page() -> Response:
+        return render(name, **stage_view(
+            dash, run_id, request.path_params["stage"], shards=page_number(request, "shards"),
+            dead=page_number(request, "dead"), epoch=page_number(request, "epoch"),
+            batches=page_number(request, "batches")))
+
+    return dash.live(request, run_id, page)
+
+
+def compare_page(request: Request) -> Response:
+    """`/runs/{run_id}/stages/{stage}/compare?with=OTHER`: the same stage of two runs."""
+    other = request.query_params.get("with") or ""
+    view = compare_view(dashboard_of(request), request.path_params["run_id"],
+                        request.path_params["stage"], other)
+    return render("compare.html", **view)
+
+
+def schedules_page(request: Request) -> Response:
+    """`/schedules`: next fire times, paused or not, recent ticks with runs or reasons."""
+    return render("schedules.html", **dashboard_of(request).read(schedules_view))
+
+
+def events(request: Request) -> Response:
+    """`/runs/{run_id}/events` and `/runs/{run_id}/stages/{stage}/events`: a page's live
+    stream (see live.Watchers)."""
+    dash = dashboard_of(request)
+    run_id, stage = request.path_params["run_id"], request.path_params.get("stage")
+    if stage is None:
+        dash.found(queries.run_stamp, run_id)  # an unknown run is a 404, not a stream
+    else:
+        dash.found(queries.stage_row, run_id, stage)
+    return dash.watchers.stream(request, run_id, "run" if stage is None else f"stage/{stage}")
+
+
+def http_error(request: Request, exc: Exception) -> Response:
+    """A 404 (or other refusal) as a small page, or as JSON under /api/."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": detail}, status_code=status)
+    return render("error.html", status=status, message=detail)
+
+
+routes = [
+    Route("/", runs_page),
+    Route("/runs/{run_id}", run_page),
+    Route("/runs/{run_id}/events", events),
+    # {stage:path}: a stage name may hold a "/" (seqline writes it as nested folders).
+    Route("/runs/{run_id}/stages/{stage:path}/compare", compare_page),
+    Route("/runs/{run_id}/stages/{stage:path}/events", events),
+    Route("/runs/{run_id}/stages/{stage:path}", stage_page),
+    Route("/schedules", schedules_page),
+]

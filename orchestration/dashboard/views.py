@@ -1,0 +1,144 @@
+"""What a run page and a stage page show, as plain dicts (the HTML and the JSON share them)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from starlette.exceptions import HTTPException
+
+from seqline.orchestration.dashboard import files, queries
+from seqline.orchestration.dashboard.context import Dashboard
+from seqline.orchestration.dashboard.timeline import bottleneck, timeline
+
+__all__ = ["compare_view", "run_view", "stage_view"]
+
+# Where a bad record was: ingest's errors say "… in data/in.csv, line 3, seq 1 …".
+_PLACE = re.compile(r"\bin (?P<file>\S+?), line (?P<line>\d+)")
+
+
+def run_view(dash: Dashboard, run_id: str) -> dict[str, Any]:
+    """The run, its samples, the timeline, the bottleneck, verify's verdict, the error's place.
+
+    Raises:
+        HTTPException: 404 when the store has no such run.
+    """
+    run = dash.found(queries.run_page, run_id)
+    samples = dash.read(queries.series, {s["stage_run_id"]: s["name"] for s in run["stages"]})
+    for stage in run["stages"]:
+        columns = samples.get(stage["name"]) or {}
+        stage["live"] = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
+    error = run["error"]
+    place = _PLACE.search(error["message"] or "") if error else None
+    return {
+        "run": run,
+        "samples": samples,
+        "timeline": timeline(run, samples),
+        "bottleneck": bottleneck(run["stages"]),
+        "verify": files.verify_of(dash.root, run_id),
+        "error_place": place.groupdict() if place else None,
+        "ended": run["status"] in queries.ENDED,
+    }
+
+
+def stage_view(dash: Dashboard, run_id: str, name: str, *, shards: int = 0, dead: int = 0,
+               epoch: int = 0, batches: int = 0) -> dict[str, Any]:
+    """One stage of a run: samples, shards and dead letters (paged), training, evaluation,
+    and its history across the pipeline's runs.
+
+    Raises:
+        HTTPException: 404 when the store has no such run or stage (or its files would lie
+            outside the root).
+    """
+    run = dash.found(queries.run_page, run_id)
+    stage = next((s for s in run["stages"] if s["name"] == name), None)
+    if stage is None:
+        raise HTTPException(404, "no such stage in this run")
+    columns = dash.read(queries.series, {stage["stage_run_id"]: name}).get(name) or {}
+    stage["live"] = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
+    manifest = files.manifest_of(dash.root, run_id, name)
+    dead_total = stage["dead_lettered"] or ((manifest or {}).get("dead_letters") or {}).get(
+        "count", 0)
+    letters = files.dead_letters_page(dash.root, run_id, name, dead_total, dead)
+    if letters is None:
+        raise HTTPException(404, "that stage's files are outside the artifact root")
+    return {
+        "run": run,
+        "stage": stage,
+        "samples": {name: columns},
+        "committed": manifest is not None,
+        "shards": files.shards_page(manifest, shards),
+        "dead_letters": letters,
+        "training": _training(stage, manifest, epoch, batches),
+        "evaluation": _evaluation(stage, manifest),
+        "history": dash.read(queries.history, run["pipeline"], name),
+        "ended": run["status"] in queries.ENDED,
+    }
+
+
+def _training(stage: dict[str, Any], manifest: dict[str, Any] | None, epoch: int,
+              page: int) -> dict[str, Any] | None:
+    """Epochs (from the store), the input-wait share, and the order audit (the manifest)."""
+    if stage["component"] != "train":
+        return None
+    epochs = stage["epochs"]
+    seconds = sum(e["seconds"] or 0 for e in epochs)
+    waited = sum(e["input_wait_seconds"] or 0 for e in epochs)
+    audit = [{key: e.get(key) for key in ("epoch", "examples", "seq_digest", "input_seconds")}
+             | {"batches": len(e.get("batches") or [])}
+             for e in (manifest or {}).get("epochs") or []]
+    chosen = next((e for e in (manifest or {}).get("epochs") or [] if e.get("epoch") == epoch),
+                  None)
+    rows = (chosen or {}).get("batches") or []
+    size = files.PAGE_SIZE
+    return {
+        "epochs": epochs,
+        "metric_names": sorted({m for e in epochs for m in e["metrics"]}),
+        "input_wait_share": waited / seconds if seconds else None,
+        "audit": audit,
+        "epoch": epoch,
+        "batches": {"rows": [{"index": page * size + i, **b}
+                             for i, b in enumerate(rows[page * size:(page + 1) * size])],
+                    "page": page, "pages": max(1, -(-len(rows) // size)), "total": len(rows)},
+    }
+
+
+def _evaluation(stage: dict[str, Any], manifest: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Metrics overall and per slice, against the thresholds and the baseline."""
+    if stage["component"] != "evaluate" or stage["evaluation"] is None:
+        return None
+    found = manifest or {}
+    return {**stage["evaluation"], "thresholds": found.get("thresholds") or {},
+            "baseline": found.get("baseline"), "reasons": found.get("reasons") or [],
+            "examples": found.get("examples")}
+
+
+def compare_view(dash: Dashboard, run_id: str, name: str, other: str) -> dict[str, Any]:
+    """Two runs' same stage side by side: parameters diff, durations, counts, curves.
+
+    Raises:
+        HTTPException: 404 when either run or the stage in either is unknown.
+    """
+    sides = []
+    for rid in (run_id, other):
+        run = dash.found(queries.run_page, rid)
+        stage = next((s for s in run["stages"] if s["name"] == name), None)
+        if stage is None:
+            raise HTTPException(404, f"no stage {name!r} in run {rid!r}")
+        sides.append({"run": run, "stage": stage})
+    a, b = sides[0]["stage"]["params"], sides[1]["stage"]["params"]
+    keys = sorted(set(_flat(a)) | set(_flat(b)))
+    fa, fb = _flat(a), _flat(b)
+    diff = [{"key": k, "a": fa.get(k), "b": fb.get(k), "same": fa.get(k) == fb.get(k)}
+            for k in keys]
+    return {"sides": sides, "params": diff, "stage": name}
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """{"window": {"length": 14}} -> {"window.length": 14}: nested parameters, diffable."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    return {prefix.rstrip("."): value}
