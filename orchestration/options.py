@@ -1,14 +1,25 @@
-"""Command-line options shared by the `seqline` commands, defined once."""
+"""What the `seqline` commands share, defined once: options, opening the run store, failing
+with one line, and tables that never wrap."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
+from rich.table import Table
+from sqlalchemy.exc import ArgumentError, OperationalError
 
-__all__ = ["AsJson", "Root", "RunnerName", "Store"]
+from seqline.orchestration.store import RunStore
+from seqline.pipeline.errors import SeqlineError
+
+__all__ = ["CONFIG_EXIT", "AsJson", "Root", "RunnerName", "Store", "fail", "opened",
+           "unwrapped_table"]
+
+CONFIG_EXIT = 2  # as `seqline run`: a bad input, fixable by the user
 
 
 class RunnerName(StrEnum):
@@ -23,3 +34,35 @@ Store = Annotated[str | None, typer.Option(
     "--store", help="Run store URL, e.g. postgresql+psycopg://user@host/db (default: SQLite "
                     "under --root).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the JSON contract, not a table.")]
+
+
+def fail(message: str, code: int = CONFIG_EXIT) -> NoReturn:
+    """Print `error: message` on stderr and exit with `code`."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def opened(root: Path, url: str | None) -> Iterator[RunStore]:
+    """The store, closed afterwards; a bad URL or a seqline error exits 2 with one line."""
+    try:
+        store = RunStore.open(root, url)
+    except (ArgumentError, OperationalError) as exc:
+        fail(f"cannot open the run store at {url or root}: {str(exc).splitlines()[0]}. "
+             "Check --store (postgresql+psycopg://user@host:port/db) or --root.")
+    except SeqlineError as exc:  # e.g. a store written by a newer seqline
+        fail(str(exc))
+    try:
+        yield store
+    except SeqlineError as exc:
+        fail(str(exc))
+    finally:
+        store.close()
+
+
+def unwrapped_table(*columns: str, title: str | None = None) -> Table:
+    """A table whose cells never wrap: a time, an id or a path stays whole."""
+    made = Table(title=title, title_justify="left")
+    for name in columns:
+        made.add_column(name, no_wrap=True)
+    return made

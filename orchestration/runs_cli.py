@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
-from sqlalchemy.exc import ArgumentError, OperationalError
 
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import AsJson, Root, Store
-from seqline.orchestration.store import RunStore
-from seqline.pipeline.errors import SeqlineError
+from seqline.orchestration.options import AsJson, Root, Store, opened, unwrapped_table
 
 __all__ = ["runs_app", "store_app"]
 
@@ -25,7 +19,6 @@ runs_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_except
                        help="What ran, when, with what, and how it went (the run store).")
 store_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                         help="The run store itself.")
-CONFIG_EXIT = 2  # as `seqline run`: a bad input, fixable by the user
 
 
 class Status(StrEnum):
@@ -59,9 +52,9 @@ def list_command(
     as_json: AsJson = False,
 ) -> None:
     """List runs, newest first (runs whose driver died show as interrupted)."""
-    with _opened(root, store) as opened:
-        opened.reap_interrupted()
-        rows = opened.list_runs(pipeline=pipeline, status=status.value if status else None,
+    with opened(root, store) as runs:
+        runs.reap_interrupted()
+        rows = runs.list_runs(pipeline=pipeline, status=status.value if status else None,
                                 limit=limit)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -77,9 +70,9 @@ def show_command(
     as_json: AsJson = False,
 ) -> None:
     """Show one run: its stages, counts, waits, cache hits, artifacts, evaluation, error."""
-    with _opened(root, store) as opened:
-        opened.reap_interrupted()
-        run = opened.show_run(run_id)
+    with opened(root, store) as runs:
+        runs.reap_interrupted()
+        run = runs.show_run(run_id)
     if as_json:
         typer.echo(json.dumps(run, indent=2))
         return
@@ -94,43 +87,15 @@ def show_command(
 @store_app.command("rebuild")
 def rebuild_command(root: Root = DEFAULT_ROOT, store: Store = DEFAULT_STORE) -> None:
     """Recreate the store's rows from ROOT/runs/*/run.json and the stage manifests."""
-    with _opened(root, store) as opened:
-        added = opened.rebuild(root)
-        url = opened.url
+    with opened(root, store) as runs:
+        added = runs.rebuild(root)
+        url = runs.url
     typer.echo(f"indexed {added} run(s) from {root / 'runs'} into {url}")
 
 
-@contextmanager
-def _opened(root: Path, url: str | None) -> Iterator[RunStore]:
-    """The store, closed afterwards; a bad URL or a seqline error exits 2 with one line."""
-    try:
-        opened = RunStore.open(root, url)
-    except (ArgumentError, OperationalError) as exc:
-        _fail(f"cannot open the run store at {url or root}: {str(exc).splitlines()[0]}. "
-              "Check --store (postgresql+psycopg://user@host:port/db) or --root.")
-    try:
-        yield opened
-    except SeqlineError as exc:
-        _fail(str(exc))
-    finally:
-        opened.close()
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(CONFIG_EXIT)
-
-
-def _table(*columns: str, title: str | None = None) -> Table:
-    table = Table(title=title, title_justify="left")
-    for name in columns:
-        table.add_column(name, no_wrap=True)  # never wrap an id or a path into pieces
-    return table
-
-
 def _runs_table(rows: list[dict[str, Any]]) -> Table:
-    table = _table("run", "pipeline", "status", "runner", "trigger", "started", "finished",
-                   "seconds")
+    table = unwrapped_table("run", "pipeline", "status", "runner", "trigger", "started",
+                            "finished", "seconds")
     for r in rows:
         table.add_row(r["run_id"], r["pipeline"], r["status"], r["runner"], r["trigger"],
                       r["started"], r["finished"] or "", _text(r["seconds"]))
@@ -149,9 +114,9 @@ def _run_grid(run: dict[str, Any]) -> Table:
 
 
 def _stages_table(stages: list[dict[str, Any]]) -> Table:
-    table = _table("stage", "component", "status", "attempts", "in", "out", "filtered",
-                   "exploded", "dead", "seconds", "waited in", "waited out", "cache",
-                   "artifacts")
+    table = unwrapped_table("stage", "component", "status", "attempts", "in", "out",
+                            "filtered", "exploded", "dead", "seconds", "waited in",
+                            "waited out", "cache", "artifacts")
     for s in stages:
         cache = f"from {s['cached_from']}" if s["cached_from"] else (s["cache_key"] or "")[:12]
         outputs = [a["uri"] for a in s["artifacts"] if a["role"] == "output"]
@@ -165,7 +130,7 @@ def _stages_table(stages: list[dict[str, Any]]) -> Table:
 
 def _evaluation_table(stage: str, evaluation: dict[str, Any]) -> Table:
     blessed = {True: "blessed", False: "not blessed", None: "no verdict"}[evaluation["blessed"]]
-    table = _table("slice", "metric", "value", title=f"{stage}: {blessed}")
+    table = unwrapped_table("slice", "metric", "value", title=f"{stage}: {blessed}")
     for metric, value in evaluation["metrics"].items():
         table.add_row("(overall)", metric, _text(value))
     for column, values in evaluation["slices"].items():

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from sqlalchemy.exc import ArgumentError, OperationalError
 
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import AsJson, Root, RunnerName, Store
+from seqline.orchestration.options import AsJson, Root, RunnerName, Store, opened
 from seqline.orchestration.schedule.airflow import airflow_dag
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.schedule.views import (
@@ -24,17 +21,14 @@ from seqline.orchestration.schedule.views import (
     schedule_summary,
     schedules_table,
 )
-from seqline.orchestration.store import RunStore
 from seqline.orchestration.store import schedules as db
 from seqline.orchestration.store.rows import now
-from seqline.pipeline.errors import SeqlineError
 
-__all__ = ["fail", "opened", "register", "schedule_app"]
+__all__ = ["register", "schedule_app"]
 
 schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
                            pretty_exceptions_enable=False,
                            help="Run pipelines on cron schedules (run `seqline scheduler`).")
-CONFIG_EXIT = 2  # as `seqline run`: a bad input, fixable by the user
 
 
 class Overlap(StrEnum):
@@ -187,26 +181,3 @@ def export_command(
     sys.stdout.write(airflow_dag(schedule, root, store))
 
 
-@contextmanager
-def opened(root: Path, url: str | None) -> Iterator[RunStore]:
-    """The store (with the schedule tables), closed afterwards; a bad URL or a seqline error
-    exits 2 with one line."""
-    try:
-        store = RunStore.open(root, url)
-    except (ArgumentError, OperationalError) as exc:
-        fail(f"cannot open the run store at {url or root}: {str(exc).splitlines()[0]}. "
-             "Check --store (postgresql+psycopg://user@host:port/db) or --root.")
-    except SeqlineError as exc:  # e.g. a store written by a newer seqline
-        fail(str(exc))
-    try:
-        yield store
-    except SeqlineError as exc:
-        fail(str(exc))
-    finally:
-        store.close()
-
-
-def fail(message: str, code: int = CONFIG_EXIT) -> None:
-    """Print `error: message` on stderr and exit with `code`."""
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)

@@ -15,9 +15,8 @@ from rich.table import Table
 
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import Root, Store
+from seqline.orchestration.options import Root, Store, fail, opened
 from seqline.orchestration.schedule.backfill import Backfill
-from seqline.orchestration.schedule.cli import fail, opened
 from seqline.orchestration.schedule.daemon import LeaseLost, Scheduler
 from seqline.orchestration.schedule.launch import ProcessLauncher
 from seqline.orchestration.schedule.runs import HOST

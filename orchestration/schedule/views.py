@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 from sqlalchemy import Engine
 
+from seqline.orchestration.options import unwrapped_table
 from seqline.orchestration.schedule.times import explain, next_fire_times
 from seqline.orchestration.store import schedules as db
 from seqline.orchestration.store.rows import iso
@@ -67,17 +68,10 @@ def schedule_detail(engine: Engine, schedule: Schedule, at: datetime, count: int
             "ticks": db.tick_rows(found, states)}
 
 
-def _table(*columns: str, title: str | None = None) -> Table:
-    table = Table(title=title, title_justify="left")
-    for name in columns:
-        table.add_column(name, no_wrap=True)  # never wrap a time or an id into pieces
-    return table
-
-
 def schedules_table(rows: list[dict[str, Any]]) -> Table:
     """`schedule list` for a terminal."""
-    table = _table("name", "cron", "tz", "next fire (UTC)", "paused", "overlap", "catch-up",
-                   "pipeline")
+    table = unwrapped_table("name", "cron", "tz", "next fire (UTC)", "paused", "overlap",
+                            "catch-up", "pipeline")
     for r in rows:
         table.add_row(r["name"], r["cron"], r["tz"], r["next_fire"] or "-",
                       "yes" if r["paused"] else "", r["overlap"], r["catchup"], r["pipeline"])
@@ -90,10 +84,10 @@ def detail_tables(detail: dict[str, Any]) -> list[Table]:
     for key in ("name", "pipeline", "cron", "explanation", "tz", "paused", "runner",
                 "workers", "overlap", "catchup", "max_catchup", "start", "end", "created"):
         grid.add_row(key, "" if detail[key] is None else str(detail[key]))
-    upcoming = _table("next fire times (UTC)")
+    upcoming = unwrapped_table("next fire times (UTC)")
     for fire in detail["next"]:
         upcoming.add_row(fire)
-    ticks = _table("fire time (UTC)", "trigger", "status", "run", "run status", "reason",
+    ticks = unwrapped_table("fire time (UTC)", "trigger", "status", "run", "run status", "reason",
                    title="ticks, newest first")
     for t in detail["ticks"]:
         ticks.add_row(t["fire_time"], t["trigger"], t["status"], t["run_id"] or "",
