@@ -17,7 +17,7 @@ from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.params import StageParams
 from seqline.pipeline.specs import ComponentSpec, StageSpec
-from seqline.pipeline.stage import BlockResult, Counts
+from seqline.pipeline.stage import BlockResult, Counts, MapBlocks
 
 __all__ = ["SPEC", "IngestParams", "read_blocks", "resolve_sources"]
 
@@ -55,7 +55,8 @@ class IngestParams(StageParams):
             "{column: Arrow type name}; inferred from the first file when absent."))
 
 
-def read_blocks(stage: StageSpec[IngestParams], base_dir: Path) -> Iterator[BlockResult]:
+def read_blocks(stage: StageSpec[IngestParams], base_dir: Path,
+                map_blocks: MapBlocks | None = None) -> Iterator[BlockResult]:
     """Read the stage's files in declared order (glob matches sorted) as numbered blocks.
 
     Seq is the record's rank across all files: file order, then record order; a bad record

@@ -302,8 +302,8 @@ def _run_driver(stage: StageSpec[Any], context: StageContext, artifact: StageArt
 def _produce(stage: StageSpec[Any], base_dir: Path, runner: Runner,
              upstream: Iterable[Block] | None, out_dir: Path) -> Iterator[BlockResult]:
     component = COMPONENTS[stage.component]
-    if component.reads == "files":
-        yield from component.run(stage, base_dir)
+    if component.reads == "files":  # a source: it may hand ranges of its files to the workers
+        yield from component.run(stage, base_dir, runner.map_blocks)
         return
     task: MapTask = component.run(stage, base_dir, out_dir)
     blocks = upstream or iter(())

@@ -7,7 +7,7 @@ import logging
 import pickle
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -19,7 +19,7 @@ from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import StageError, disk_full, disk_full_message
 from seqline.pipeline.isolate import RowFailed, apply_isolating
 
-__all__ = ["BlockResult", "Counts", "MapTask", "StageFailure", "check_order"]
+__all__ = ["BlockResult", "Counts", "MapBlocks", "MapTask", "StageFailure", "check_order"]
 
 log = logging.getLogger("seqline")
 
@@ -251,3 +251,8 @@ def _retrying(fn: BatchFn, stage: str, block: Block, times: int, batch: pa.Recor
                         attempt + 1, times + 1)
             time.sleep(USER_RETRY_BACKOFF_SECONDS * attempt)
     raise AssertionError("unreachable")
+
+
+# A runner's `map_blocks`, handed to a source stage (ingest) so that it can give ranges of its
+# files to the workers without knowing the engine: results come back in block order.
+MapBlocks = Callable[[MapTask, Iterable[Block]], Iterator[BlockResult]]
