@@ -45,5 +45,5 @@ chromium:
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dashboard,s3,test]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dashboard,docs,s3,test]'
 	touch $@
