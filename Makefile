@@ -4,14 +4,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUNNER ?= local
 
-.PHONY: demo test setup postgres chromium lint typecheck
+.PHONY: demo test setup postgres chromium lint typecheck docs docs-outputs
 
 # 1. Set up and run the example pipeline end to end.
 demo: setup
 	$(BIN)/seqline run data/seattle_weather/pipeline.yaml --runner $(RUNNER)
 
 # 2. Set up and run the test suite (all tiers: unit, integration, e2e), as CI does.
-test: setup postgres chromium lint typecheck
+test: setup postgres chromium lint typecheck docs
 	$(BIN)/python -m pytest -q
 
 lint: setup
@@ -24,6 +24,14 @@ typecheck: setup
 	ln -s $(CURDIR)/orchestration/public/__init__.py build/typecheck/seqline/__init__.py
 	ln -s $(CURDIR)/pipeline $(CURDIR)/components $(CURDIR)/orchestration build/typecheck/seqline/
 	cd build/typecheck && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p seqline
+
+# The docs site (mkdocs.yml, docs/) into build/site; its references are generated from the code.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
+
+# Rewrite the outputs the docs show (docs/snippets/) from a real run of every example; review the diff.
+docs-outputs: setup
+	SEQLINE_DOCS_OUTPUTS=write $(BIN)/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k sybil
 
 setup: $(VENV)/.installed
 
