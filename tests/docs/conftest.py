@@ -14,10 +14,10 @@ from sybil import Sybil
 from sybil.integration.pytest import SybilFile
 from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
-from tests.docs.examples import DOCS, BashBlocks, PythonInFolder, cleanup
+from tests.docs.examples import DOCS, REPO, BashBlocks, PythonInFolder, cleanup
 
 # Pages with no examples to run: the decision records quote commands as history.
-NOT_EXAMPLES = ["decisions/*", "decisions.md", "examples/**", "snippets/**", "gen/**"]
+NOT_EXAMPLES = ["decisions/*", "examples/**", "snippets/**", "gen/**"]
 
 SITE = Sybil(parsers=[SkipParser(), BashBlocks(),
                       CodeBlockParser("python", PythonInFolder())],
@@ -25,16 +25,23 @@ SITE = Sybil(parsers=[SkipParser(), BashBlocks(),
              teardown=cleanup, name="docs")
 
 
-def pages() -> list[Path]:
-    return sorted(p for p in DOCS.rglob("*.md") if SITE.should_parse(p))
+# The README is the front door: its examples run the same way as the site's.
+FRONT_DOOR = Sybil(parsers=[SkipParser(), BashBlocks(),
+                            CodeBlockParser("python", PythonInFolder())],
+                   path=str(REPO), patterns=["README.md"], teardown=cleanup, name="readme")
+
+
+def pages() -> list[tuple[Path, Sybil]]:
+    site = [(p, SITE) for p in sorted(DOCS.rglob("*.md")) if SITE.should_parse(p)]
+    return [(REPO / "README.md", FRONT_DOOR), *site]
 
 
 class Pages(pytest.File):
     """The docs pages, each a Sybil file of examples."""
 
     def collect(self):
-        for page in pages():
-            yield SybilFile.from_parent(self, path=page, sybils=[SITE])
+        for page, sybil in pages():
+            yield SybilFile.from_parent(self, path=page, sybils=[sybil])
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
@@ -46,5 +53,5 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The pages' examples run the CLI end to end on real files: the `e2e` tier."""
     for item in items:
-        if DOCS in item.path.parents:
+        if DOCS in item.path.parents or item.path == REPO / "README.md":
             item.add_marker(pytest.mark.e2e)
