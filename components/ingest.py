@@ -1,9 +1,13 @@
-"""ingest: read CSV, JSON Lines, Parquet or TFRecord files into blocks, each record with its seq."""
+"""ingest: read CSV, JSON Lines, Parquet or TFRecord files into blocks, each record with its seq.
+
+On the driver, or on the runner's workers a range of a file each (components/ingest_ranges.py):
+the same blocks either way.
+"""
 
 from __future__ import annotations
 
 import glob
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -11,10 +15,18 @@ import fsspec
 import pyarrow as pa
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from seqline.components.readers import Part, ReadError, Source, read_source
+from seqline.components.ingest_ranges import (
+    Range,
+    bad_record_error,
+    plan_ranges,
+    read_parallel,
+    read_parts,
+    schema_mismatch,
+)
+from seqline.components.readers import Part, Source
 from seqline.pipeline.blocks import SEQ, recut, seq_of, with_seq
 from seqline.pipeline.deadletters import DeadLetter
-from seqline.pipeline.errors import ConfigError, StageError
+from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.params import StageParams
 from seqline.pipeline.specs import ComponentSpec, StageSpec
 from seqline.pipeline.stage import BlockResult, Counts, MapBlocks
@@ -24,6 +36,14 @@ __all__ = ["SPEC", "IngestParams", "read_blocks", "resolve_sources"]
 # 16,384 rows: large enough that per-block overhead (a task, a pickle) is noise, small enough
 # that a window of 4x2 blocks of a wide table stays in the tens of MB.
 DEFAULT_BLOCK_RECORDS = 16_384
+# Ranges of 16 MiB: a worker parses one in well under a second (Arrow, one core), and a window
+# of 4x2 ranges in flight holds about 128 MiB of text plus its columns.
+DEFAULT_RANGE_BYTES = 16 * 1024 * 1024
+# `parallel: auto` reads on the workers from 1 GiB of input files (as stored) on. Below
+# that the driver's Arrow reader (multi-threaded, no trip back) finishes first on one machine:
+# measured 2x faster in wall time on 205 MiB with 2 cores, see benchmarks/INGEST.md. Above
+# it the CPU the driver frees (about 60%), and workers on other nodes, are worth the trip.
+PARALLEL_MIN_BYTES = 1024 * 1024 * 1024
 
 
 def _arrow_type(alias: str) -> str:
@@ -53,6 +73,13 @@ class IngestParams(StageParams):
     column_types: dict[str, Annotated[str, AfterValidator(_arrow_type)]] | None = Field(
         None, alias="schema", description=(
             "{column: Arrow type name}; inferred from the first file when absent."))
+    parallel: bool | Literal["auto"] = Field("auto", description=(
+        "Read on the runner's workers: true, false, or auto (when the input is 1 GiB or "
+        "more and makes at least 2 ranges). The same records, seq and dead letters either way."))
+    range_bytes: int = Field(DEFAULT_RANGE_BYTES, ge=1024, description=(
+        "Bytes of input per worker task when reading in parallel: files are cut at line ends "
+        "(CSV, JSON Lines) or between row groups (Parquet); compressed and TFRecord files are "
+        "read whole."))
 
 
 def read_blocks(stage: StageSpec[IngestParams], base_dir: Path,
@@ -60,7 +87,9 @@ def read_blocks(stage: StageSpec[IngestParams], base_dir: Path,
     """Read the stage's files in declared order (glob matches sorted) as numbered blocks.
 
     Seq is the record's rank across all files: file order, then record order; a bad record
-    keeps its seq and goes to dead letters (with an error budget) or fails the run.
+    keeps its seq and goes to dead letters (with an error budget) or fails the run. Given the
+    runner's `map_blocks`, large inputs are read on the workers (see `parallel`), with the
+    same records, seq, blocks and dead letters as read here on the driver.
 
     Example: paths ["a.csv", "b.csv"] with 3 and 2 rows give seq 0-2 from a.csv, 3-4 from
     b.csv; if a.csv's second row were malformed, seq 1 would be a dead letter.
@@ -70,19 +99,45 @@ def read_blocks(stage: StageSpec[IngestParams], base_dir: Path,
             file that cannot be read at all.
     """
     letters: list[DeadLetter] = []
-    batches = _read_all(stage, resolve_sources(stage, base_dir), letters)
+    reader = _DriverReader(stage, letters)
+    sources = resolve_sources(stage, base_dir)
+    ranges = _ranges_for_workers(stage, sources, map_blocks)
+    # Fixed once, here, as driver ingest would; None: not one good record, nothing to split.
+    schema = reader.first_schema_of(sources) if ranges else None
+    if map_blocks is not None and ranges and schema is not None:
+        batches: Iterator[pa.RecordBatch] = read_parallel(
+            stage.where, stage.name, stage.params.format, schema, ranges, map_blocks,
+            reader.take, reader.read_file)
+    else:
+        batches = reader.read_all(sources)
     index = 0
     for block in recut(batches, stage.params.block_records):
-        yield _result(stage, index, block.batch, letters)
+        # A block carries the dead letters before its last record: the same blocks in both
+        # modes, however the readers' pieces fell.
+        last = int(seq_of(block.batch)[-1])
+        held = next((i for i, x in enumerate(letters) if x.seq > last), len(letters))
+        yield _result(stage, index, block.batch, letters[:held])
+        del letters[:held]
         index += 1
     if letters:  # bad records after the last good one
         yield _result(stage, index, None, letters)
 
 
+def _ranges_for_workers(stage: StageSpec[IngestParams], sources: list[Source],
+                        map_blocks: MapBlocks | None) -> list[Range]:
+    """The plan for reading on the workers, or [] to read on the driver (see `parallel`)."""
+    params = stage.params
+    if map_blocks is None or params.parallel is False:
+        return []
+    ranges, total = plan_ranges(sources, params.format, params.range_bytes)
+    if params.parallel == "auto" and (total < PARALLEL_MIN_BYTES or len(ranges) < 2):
+        return []
+    return ranges
+
+
 def _result(stage: StageSpec[IngestParams], index: int, batch: pa.RecordBatch | None,
             letters: list[DeadLetter]) -> BlockResult:
     dead = tuple(letters)
-    letters.clear()
     rows = batch.num_rows if batch is not None else 0
     first = int(seq_of(batch)[0]) if rows else None
     counts = Counts(records_in=rows + len(dead), records_out=rows, dead_lettered=len(dead))
@@ -91,53 +146,62 @@ def _result(stage: StageSpec[IngestParams], index: int, batch: pa.RecordBatch | 
     return BlockResult(stage.name, index, first, batch, counts, dead_letters=dead)
 
 
-def _read_all(stage: StageSpec[IngestParams], sources: list[Source],
-              letters: list[DeadLetter]) -> Iterator[pa.RecordBatch]:
-    types = {k: pa.type_for_alias(v) for k, v in (stage.params.column_types or {}).items()}
-    first_schema: pa.Schema | None = None
-    base = 0  # seq of the current file's first record
-    for source in sources:
+class _DriverReader:
+    """Reading files on the driver, part by part; the first file's first records fix the schema."""
+
+    def __init__(self, stage: StageSpec[IngestParams], letters: list[DeadLetter]) -> None:
+        self.stage, self.letters = stage, letters
+        self.types = {k: pa.type_for_alias(v) for k, v in (stage.params.column_types or {}).items()}
+        self.first_schema: pa.Schema | None = None
+
+    def read_all(self, sources: list[Source]) -> Iterator[pa.RecordBatch]:
+        base = 0  # seq of the current file's first record
+        for source in sources:
+            base += yield from self.read_file(source, base, 0)
+
+    def read_file(self, source: Source, base: int, skip: int
+                  ) -> Generator[pa.RecordBatch, None, int]:
+        """The file's records from its record `skip` on, numbered from seq `base`; returns
+        the file's record count (bad records included)."""
         end = 0
-        for part in _parts(stage, source, stage.params.format, types):
+        for part in self._parts(source):
             for bad in part.bad:
-                letter = DeadLetter(base + bad.record, bad.reason, source.name, bad.line, bad.raw)
-                if stage.errors is None:
-                    raise _bad_record_error(stage, letter)
-                letters.append(letter)
+                if bad.record >= skip:
+                    self.take(DeadLetter(base + bad.record, bad.reason, source.name, bad.line,
+                                         bad.raw))
             end = part.end
-            if part.batch.num_rows == 0:
+            if part.batch.num_rows == 0 or end <= skip:
                 continue
-            if first_schema is None:
-                first_schema = part.batch.schema
-                types = dict(zip(first_schema.names, first_schema.types, strict=True))
-            elif part.batch.schema != first_schema:
-                raise StageError(
-                    f"{stage.where}: {source.name} has columns {part.batch.schema.names} of "
-                    f"types {[str(t) for t in part.batch.schema.types]}, unlike the first "
-                    f"file's {first_schema}. All files of one ingest must share a schema; "
-                    "declare it with `schema:` or split the stage.", stage=stage.name)
-            yield with_seq(part.batch, base + part.records)
-        base += end
+            self._check_schema(source, part.batch.schema)
+            batch = with_seq(part.batch, base + part.records)
+            yield batch.filter(pa.array(part.records >= skip)) if skip else batch
+        return end
 
+    def first_schema_of(self, sources: list[Source]) -> pa.Schema | None:
+        """The schema driver ingest would fix: its first non-empty part's (read, not kept)."""
+        for source in sources:
+            for part in self._parts(source):
+                if part.batch.num_rows:
+                    self._check_schema(source, part.batch.schema)
+                    return self.first_schema
+        return None
 
-def _parts(stage: StageSpec[IngestParams], source: Source, fmt: str,
-           types: dict[str, pa.DataType]) -> Iterator[Part]:
-    try:
-        yield from read_source(source, fmt, types)
-    except ReadError as exc:
-        raise StageError(f"{stage.where}: {exc}", stage=stage.name) from exc
-    except OSError as exc:
-        raise StageError(f"{stage.where}: cannot read {source.name}: {exc}",
-                         stage=stage.name) from exc
+    def take(self, letter: DeadLetter) -> None:
+        if self.stage.errors is None:
+            raise bad_record_error(self.stage.where, self.stage.name, letter)
+        self.letters.append(letter)
 
+    def _parts(self, source: Source) -> Iterator[Part]:
+        return read_parts(self.stage.where, self.stage.name, source, self.stage.params.format,
+                          self.types)
 
-def _bad_record_error(stage: StageSpec[IngestParams], letter: DeadLetter) -> StageError:
-    return StageError(
-        f"{stage.where}: bad record in {letter.where()}: {letter.reason}\n"
-        f"  the line: {letter.raw!r}\n"
-        "Fix the input, or give the pipeline an error budget (e.g. `errors: {max_fraction: "
-        "0.01}`) to set bad records aside as dead letters.",
-        stage=stage.name, seq=letter.seq)
+    def _check_schema(self, source: Source, schema: pa.Schema) -> None:
+        if self.first_schema is None:
+            self.first_schema = schema
+            self.types = dict(zip(schema.names, schema.types, strict=True))
+        elif schema != self.first_schema:
+            raise schema_mismatch(self.stage.where, self.stage.name, source.name, schema,
+                                  self.first_schema)
 
 
 def resolve_sources(stage: StageSpec[IngestParams], base_dir: Path) -> list[Source]:

@@ -7,7 +7,10 @@ turns record indices into seq, so a bad row keeps its place in source order.
 Text formats (CSV, JSON Lines) are read by Arrow at full speed until Arrow reports an error.
 From that record on, the file is read by the careful path: lines in chunks, each chunk parsed
 by Arrow with the types fixed so far, and a chunk that fails bisected down to its bad lines.
-A record is a non-empty line (the readers' defaults: no newlines inside values).
+A record is a non-empty line (the readers' defaults: no newlines inside values). Arrow's
+fast path does read a quoted field over a line end as one value; the careful path does not: a
+chunk that parses to fewer rows than lines is bisected like one that fails, so those lines
+become bad records instead of shifting every record after them.
 """
 
 from __future__ import annotations
@@ -40,13 +43,20 @@ class Source:
 
     name: str  # as shown to users: the path or URL
     local: bool
+    # A piece of the file already read (a worker's byte range, the CSV header prepended);
+    # None: the whole file, read from `name`. See components/ingest_ranges.py.
+    data: bytes | None = field(default=None, repr=False)
 
     def open(self) -> IO[bytes]:
         """The file's bytes, decompressed if its name ends in .gz, .bz2, .zst, ..."""
+        if self.data is not None:
+            return io.BytesIO(self.data)
         return fsspec.open(self.name, "rb", compression="infer").open()
 
     def arrow_input(self) -> Any:
         """What Arrow's readers take: a path (native I/O) for local files, else a stream."""
+        if self.data is not None:
+            return pa.BufferReader(self.data)  # zero-copy, and read natively by Arrow
         return self.name if self.local else self.open()
 
 
@@ -150,6 +160,9 @@ def _parse_chunk(parse: Parser, chunk: list[tuple[int, bytes]], first: int) -> P
     def attempt(lo: int, hi: int) -> None:
         try:
             table = parse([line for _, line in chunk[lo:hi]])
+            if table.num_rows != hi - lo:  # a quoted field ran over a line end: one per line
+                raise pa.ArrowInvalid("a quoted field runs over the end of the line (a record "
+                                      "is one line here)")
         except pa.ArrowInvalid as exc:
             if hi - lo == 1:
                 number, line = chunk[lo]

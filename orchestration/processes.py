@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -70,8 +71,10 @@ def stop_children(command_part: str, timeout: float = 1.0) -> set[int]:
         except psutil.Error:  # exited meanwhile
             continue
     for child in found:
-        child.terminate()
+        with contextlib.suppress(psutil.NoSuchProcess):  # it may exit on its own meanwhile
+            child.terminate()
     _, alive = psutil.wait_procs(found, timeout=timeout)
     for child in alive:
-        child.kill()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
     return {child.pid for child in found}

@@ -19,7 +19,8 @@ from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import StageError, disk_full, disk_full_message
 from seqline.pipeline.isolate import RowFailed, apply_isolating
 
-__all__ = ["BlockResult", "Counts", "MapBlocks", "MapTask", "StageFailure", "check_order"]
+__all__ = ["BlockResult", "Counts", "MapBlocks", "MapTask", "ReadFn", "SourceTask", "StageFailure",
+           "check_order"]
 
 log = logging.getLogger("seqline")
 
@@ -251,6 +252,38 @@ def _retrying(fn: BatchFn, stage: str, block: Block, times: int, batch: pa.Recor
                         attempt + 1, times + 1)
             time.sleep(USER_RETRY_BACKOFF_SECONDS * attempt)
     raise AssertionError("unreachable")
+
+
+# A source task's function: read what the input rows describe (e.g. byte ranges of files) and
+# return the records read, numbered from 0 in `SEQ`, with the bad ones as dead letters numbered
+# the same way; or None for the batch when the input cannot be read as described (the source
+# then reads it another way).
+ReadFn = Callable[[pa.RecordBatch], tuple[pa.RecordBatch | None, list[DeadLetter]]]
+
+
+@dataclass(frozen=True)
+class SourceTask(MapTask):
+    """A source stage's work on the workers: each block describes what to read, not records.
+
+    Its output is new records, so it is not held to `check_order` (the output's seq is not
+    drawn from the input): `fn` numbers records from 0 within the block, and the source stage
+    on the driver offsets them by the records of all earlier blocks (a prefix sum; results
+    arrive in block order). Counts: every record read is in, and out or dead-lettered.
+    """
+
+    fn: ReadFn  # type: ignore[assignment]  # a source reads; see ReadFn
+
+    def __call__(self, block: Block) -> BlockResult:
+        try:
+            out, letters = self.fn(block.batch)
+        except Exception as exc:  # carried to the driver, see StageFailure
+            return BlockResult(self.stage, block.index, block.first_seq,
+                               failure=StageFailure.of(exc))
+        rows = 0 if out is None else out.num_rows
+        counts = Counts(records_in=rows + len(letters), records_out=rows,
+                        dead_lettered=len(letters))
+        return BlockResult(self.stage, block.index, block.first_seq, out, counts,
+                           dead_letters=tuple(letters))
 
 
 # A runner's `map_blocks`, handed to a source stage (ingest) so that it can give ranges of its
