@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict, replace
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -26,6 +25,7 @@ from seqline.pipeline.blocks import SEQ, Block, seq_of
 from seqline.pipeline.errors import ConfigError, SeqlineError, StageError
 from seqline.pipeline.params import PARAMS_CONFIG, StageParams
 from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, StageSpec
+from seqline.pipeline.storage import Folder
 
 __all__ = ["SPEC", "BatchingParams", "Window", "make_plan", "run_stage", "verify_plan"]
 
@@ -189,13 +189,13 @@ class _Split:
                 "seq_digest": self.digest.hexdigest()}
 
 
-def _stored_blocks(run: Path, source: str) -> Iterator[Block]:
+def _stored_blocks(run: Folder, source: str) -> Iterator[Block]:
     stage_dir, manifest = stored_source(run, source)
     for index, batch in enumerate(read_artifact(stage_dir, manifest)):
         yield Block(index, batch)
 
 
-def verify_plan(run: Path, manifest: dict[str, Any], problems: list[str]) -> None:
+def verify_plan(run: Folder, manifest: dict[str, Any], problems: list[str]) -> None:
     """`seqline verify`: each split's digest, recomputed from the plan and the stored records."""
     try:
         batches = load_batches(run, plan_of(manifest), manifest.get("stage", "batching"))

@@ -21,6 +21,7 @@ from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.params import PARAMS_CONFIG, StageParams, did_you_mean
 from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, StageSpec
+from seqline.pipeline.storage import Folder, local_copy
 
 __all__ = ["METRICS", "SPEC", "ErrorBound", "EvaluateParams", "ShareBound", "Thresholds",
            "last_blessed", "run_stage"]
@@ -114,7 +115,8 @@ def run_stage(stage: StageSpec[EvaluateParams], ctx: StageContext) -> StageResul
     if not len(targets):
         raise ConfigError(f"{stage.where}: the eval split is empty; set batching's "
                           "`eval_fraction` above 0.")
-    model = keras.models.load_model(ctx.run / ctx.source / "model.keras")
+    with local_copy(ctx.run / ctx.source / "model.keras") as model_file:  # Keras: local only
+        model = keras.models.load_model(model_file)
     classify = is_classifier(model.output_shape, train["model_spec"]["num_classes"])
     names = list(p.metrics or (["accuracy"] if classify else ["mae", "rmse"]))
     _check(stage, p.slices, batches)
@@ -188,14 +190,17 @@ def _bless(stage: StageSpec, ctx: StageContext, main: str, metrics: dict[str, fl
             if baseline else None}
 
 
-def last_blessed(root: Path, pipeline: str, stage: str, exclude: str | None = None
+def last_blessed(root: Folder, pipeline: str, stage: str, exclude: str | None = None
                  ) -> dict[str, Any] | None:
     """The newest blessed evaluation of the same pipeline and stage among the runs under
     `root` (but `exclude`): the baseline a new model is compared with."""
     found = []
-    for manifest_path in (Path(root) / "runs").glob(f"*/{stage}/manifest.json"):
+    runs = Path(root) / "runs" if isinstance(root, (str, Path)) else root / "runs"
+    manifests = runs.glob(f"*/{stage}/manifest.json") if isinstance(runs, Path) \
+        else (run / stage / "manifest.json" for run in runs.iterdir())
+    for manifest_path in manifests:
         run = manifest_path.parent.parent
-        if run.name == exclude or not (run / "run.json").exists():
+        if run.name == exclude or not manifest_path.exists() or not (run / "run.json").exists():
             continue
         if json.loads((run / "run.json").read_text()).get("pipeline") != pipeline:
             continue
@@ -208,7 +213,7 @@ def last_blessed(root: Path, pipeline: str, stage: str, exclude: str | None = No
     return {"run_id": run_id, "metrics": manifest["metrics"]}
 
 
-def _baseline(root: Path, pipeline: str, stage: StageSpec[EvaluateParams]) -> Any:
+def _baseline(root: Folder, pipeline: str, stage: StageSpec[EvaluateParams]) -> Any:
     """What a cached evaluation depends on beyond its input: the baseline's metrics."""
     baseline = last_blessed(root, pipeline, stage.name)
     return baseline["metrics"] if baseline else None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -21,6 +20,7 @@ from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.feed import ShardFeed
+from seqline.pipeline.storage import Folder
 
 __all__ = ["CUT_RECORDS", "Batches", "StreamedBatches", "TrainingInput", "load_batches",
            "source_feed", "stored_source", "stream_batches"]
@@ -170,7 +170,7 @@ class StreamedBatches:
         return self.feed.taken
 
 
-def load_batches(run: Path, plan: Plan, stage: str) -> Batches:
+def load_batches(run: Folder, plan: Plan, stage: str) -> Batches:
     """Read the plan's source records (in manifest order) into memory for batching.
 
     Args:
@@ -181,7 +181,7 @@ def load_batches(run: Path, plan: Plan, stage: str) -> Batches:
     Raises:
         StageError: the source stored no records.
     """
-    stage_dir = Path(run) / plan.source
+    stage_dir = run / plan.source
     stored = list(read_artifact(stage_dir, read_manifest(stage_dir)))
     table = pa.Table.from_batches(stored) if stored else None
     if table is None or table.num_rows == 0:
@@ -201,13 +201,13 @@ def _arrays(plan: Plan, columns: Mapping[str, Any]) -> Batch:
         np.asarray(columns[SEQ]).astype(np.int64)
 
 
-def stored_source(run: Path, source: str) -> tuple[Path, dict[str, Any]]:
+def stored_source(run: Folder, source: str) -> tuple[Folder, dict[str, Any]]:
     """The folder and manifest of stage `source`, which must store records.
 
     Raises:
         ConfigError: the stage stores no records (it is not a TFRecord stage).
     """
-    stage_dir = Path(run) / source
+    stage_dir = run / source
     manifest = read_manifest(stage_dir)
     if not manifest.get("schema"):
         raise ConfigError(f"stage {source!r} stores no records to batch; read a "
@@ -215,7 +215,7 @@ def stored_source(run: Path, source: str) -> tuple[Path, dict[str, Any]]:
     return stage_dir, manifest
 
 
-def source_feed(run: Path, source: str) -> ShardFeed:
+def source_feed(run: Folder, source: str) -> ShardFeed:
     """The committed records of stage `source` as a complete feed."""
     stage_dir, manifest = stored_source(run, source)
     return ShardFeed.stored(stage_dir, manifest, schema_from_text(manifest["schema"]))

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 import pyarrow as pa
 from pydantic import Field
 
-from seqline.components.tfrecords import ShardSink
+from seqline.components.shard_sink import ShardSink
 from seqline.pipeline.params import StageParams
 from seqline.pipeline.specs import ComponentSpec, StageSpec
 from seqline.pipeline.stage import MapTask

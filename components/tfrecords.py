@@ -11,8 +11,7 @@ tf.data).
 from __future__ import annotations
 
 import base64
-import hashlib
-import os
+import io
 import struct
 import threading
 import time
@@ -20,7 +19,6 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import IO, Any
 
 import google_crc32c
@@ -31,8 +29,9 @@ import pyarrow.compute as pc
 from seqline.components.example_order import in_name_order
 from seqline.pipeline.errors import StageError
 from seqline.pipeline.feed import ShardFeed
+from seqline.pipeline.storage import Folder, Location
 
-__all__ = ["CorruptRecord", "ShardSink", "decode", "encode", "frame", "iter_records",
+__all__ = ["CorruptRecord", "decode", "encode", "frame", "iter_records",
            "normalize", "read_artifact", "read_shard", "schema_from_text", "schema_to_text"]
 
 # 12 = 8 (length) + 4 (masked CRC of the length); a record ends with 4 more (CRC of the data).
@@ -398,54 +397,25 @@ def _split(buffer: bytes, name: str, offset: int, number: int) -> tuple[list[byt
 
 # --------------------------------------------------------------------------- shards
 
-class ShardSink:
-    """Writes one block's output as one TFRecord shard; runs in the workers, in parallel.
+def __getattr__(name: str) -> Any:
+    """ShardSink moved to shard_sink.py (it writes; this module frames and reads)."""
+    if name == "ShardSink":
+        from seqline.components.shard_sink import ShardSink
 
-    Shards are named by block index, so their names sort in seq order and no worker needs
-    to know any other's progress; the driver lists them in the manifest in block order.
-    """
-
-    def __init__(self, folder: str, compression: str = "gzip", level: int = 6) -> None:
-        self.folder, self.compression, self.level = folder, compression, level
-
-    def __call__(self, index: int, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict | None]:
-        batch = normalize(batch)
-        if batch.num_rows == 0:
-            return batch, None  # no empty shard files: a fully filtered block writes nothing
-        suffix = ".tfrecord.gz" if self.compression == "gzip" else ".tfrecord"
-        name = f"shard-{index:06d}{suffix}"
-        data = frame(encode(batch))
-        if self.compression == "gzip":
-            # zlib level 6 is tf.io.TFRecordWriter's GZIP default; wbits 31 = gzip container.
-            deflate = zlib.compressobj(self.level, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-            data = deflate.compress(data) + deflate.flush()
-        # Written under this attempt's own name, then renamed: a worker killed mid-write
-        # leaves a temporary file no manifest lists, never a shard with a shard's name.
-        final = Path(self.folder) / name
-        partial = final.with_name(f".{name}.tmp-{os.getpid()}")
-        try:
-            with open(partial, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())  # the manifest that lists this shard is committed after it
-            os.replace(partial, final)
-        except OSError as exc:
-            partial.unlink(missing_ok=True)
-            if exc.filename is None:  # write() and fsync() do not say which file: we do
-                raise OSError(exc.errno, exc.strerror, str(partial)) from exc
-            raise
-        seq = batch.column("__seq__")
-        return batch, {"path": name, "records": batch.num_rows, "bytes": len(data),
-                       "sha256": hashlib.sha256(data).hexdigest(),
-                       "seq_first": seq[0].as_py(), "seq_last": seq[-1].as_py()}
+        return ShardSink
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def read_shard(path: Path, compression: str) -> list[bytes]:
+def read_shard(path: Folder, compression: str) -> list[bytes]:
+    """A shard's records: a local file or an object (read whole: one GET, no range requests)."""
+    if isinstance(path, Location):
+        stream: IO[bytes] = io.BytesIO(path.read_bytes())
+        return [r for chunk in iter_records(stream, str(path), compression) for r in chunk]
     with open(path, "rb") as f:
         return [r for chunk in iter_records(f, str(path), compression) for r in chunk]
 
 
-def read_artifact(stage_dir: Path, manifest: dict[str, Any], prefetch: int = 2
+def read_artifact(stage_dir: Folder, manifest: dict[str, Any], prefetch: int = 2
                   ) -> Iterator[pa.RecordBatch]:
     """A committed TFRecord artifact's records as batches, one per shard, in manifest order."""
     schema = schema_from_text(manifest["schema"])

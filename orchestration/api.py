@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import secrets
 import shutil
 import signal
@@ -27,11 +28,12 @@ from seqline.orchestration.recorder import SAMPLE_SECONDS, RunRecorder
 from seqline.orchestration.runners import make_runner
 from seqline.orchestration.store import RunStore
 from seqline.orchestration.verify import StageCheck, verify_run
-from seqline.pipeline.artifacts import MANIFEST, read_manifest, run_dir
+from seqline.pipeline.artifacts import committed_stages, read_manifest, run_dir
 from seqline.pipeline.config import build_pipeline, load_pipeline, make_stage, parse_pipeline
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
 from seqline.pipeline.specs import PipelineSpec, StageSpec
+from seqline.pipeline.storage import Folder, Location, open_root, slug
 
 __all__ = ["Pipeline", "RunResult", "Stage", "execute", "new_run_id"]
 
@@ -80,13 +82,13 @@ class RunResult:
 
     run_id: str
     status: str  # "succeeded" or "failed"
-    root: Path
+    root: Folder
     stages: list[StageReport] = field(default_factory=list)
     checks: list[StageCheck] | None = None  # `seqline verify`'s verdict, when it ran
     error: SeqlineError | None = None
 
     @property
-    def artifacts(self) -> dict[str, Path]:
+    def artifacts(self) -> dict[str, Folder]:
         """Each committed stage's artifact folder, by stage name."""
         return {r.stage: r.path for r in self.stages if r.path is not None}
 
@@ -154,7 +156,7 @@ class Pipeline:
             run_id: str | None = None, resume: bool = False, verify: bool = True,
             raise_on_error: bool = True, **options: Any) -> RunResult:
         """Run every stage on `runner` ("local", "beam" or "ray"); see `execute`."""
-        return execute(self.spec, runner=runner, root=Path(root), run_id=run_id,
+        return execute(self.spec, runner=runner, root=root, run_id=run_id,
                        resume=resume, verify=verify, raise_on_error=raise_on_error, **options)
 
     def __eq__(self, other: object) -> bool:
@@ -163,7 +165,8 @@ class Pipeline:
     __hash__ = None  # type: ignore[assignment]  # mutable-looking: compare, don't hash
 
 
-def execute(spec: PipelineSpec, *, runner: str = "local", root: Path = Path(".seqline"),
+def execute(spec: PipelineSpec, *, runner: str = "local",
+            root: Folder | str = Path(".seqline"),
             store: str | None = None, run_id: str | None = None, resume: bool = False,
             verify: bool = True, cache: bool = True, raise_on_error: bool = True,
             progress: Progress | None = None, workers: int = 2, window: int | None = None,
@@ -176,8 +179,10 @@ def execute(spec: PipelineSpec, *, runner: str = "local", root: Path = Path(".se
         spec: the validated pipeline.
         runner: "local", "beam" or "ray"; `engine` holds its own options (Beam's `mode`,
             Ray's `address`).
-        root: the artifact root; the run's folders go to `<root>/runs/<run_id>/`.
-        store: the run store's URL; default: SQLite at `<root>/seqline.db`.
+        root: the artifact root, a local folder or an fsspec URL (s3://bucket/prefix, ...);
+            the run's folders go to `<root>/runs/<run_id>/`.
+        store: the run store's URL; default: SQLite at `<root>/seqline.db`, or for an
+            object-store root at `~/.seqline/stores/<root as a name>.db` (store_url).
         run_id: default: the time and a random suffix.
         resume: finish the interrupted run `run_id`, keeping its committed stages.
         verify: end with `seqline verify` of the run.
@@ -196,14 +201,14 @@ def execute(spec: PipelineSpec, *, runner: str = "local", root: Path = Path(".se
     if resume and not run_id:
         raise ConfigError("resuming needs the run id of the run to finish (--run-id).")
     run_id = run_id or new_run_id()
-    root = Path(root)
+    root = open_root(root)
     if runner == "ray":
         engine.setdefault("working_dir", str(spec.base_dir))
     options = {"workers": workers, "window": window, "queue": queue, "overlap": overlap,
                "cache": cache, **engine}
     keys = cache_keys(spec, COMPONENTS, seqline_version=version("seqline"),
                       inputs=_input_files, root=root)
-    with RunStore.open(root, store) as runs:
+    with RunStore.open(*store_url(root, store)) as runs:
         _open_record(runs, root, spec, run_id, runner, options, trigger, resume, pipeline_file)
         if resume:
             _drop_damaged(runs, run_dir(root, run_id))
@@ -236,7 +241,21 @@ def execute(spec: PipelineSpec, *, runner: str = "local", root: Path = Path(".se
     return RunResult(run_id, "succeeded", root, reports, checks)
 
 
-def _drop_damaged(runs: RunStore, folder: Path) -> None:
+def store_url(root: Folder, url: str | None) -> tuple[Path, str | None]:
+    """`RunStore.open`'s arguments: the store of a local root is beside its runs; an object
+    store holds no database, so by default its store is a local SQLite file named after it.
+
+    Example: s3://bucket/team/root -> ~/.seqline/stores/s3-bucket-team-root.db ($SEQLINE_HOME
+    instead of ~/.seqline). Several machines sharing a root share a store through --store.
+    """
+    if url is not None or isinstance(root, Path):
+        return (root if isinstance(root, Path) else Path()), url
+    home = Path(os.environ.get("SEQLINE_HOME") or Path.home() / ".seqline") / "stores"
+    home.mkdir(parents=True, exist_ok=True)
+    return home, f"sqlite:///{(home / slug(root.url)).resolve()}.db"
+
+
+def _drop_damaged(runs: RunStore, folder: Folder) -> None:
     """Before a resume keeps a run's committed stages: remove those whose bytes changed
     since their commit (a flipped bit, a truncated shard), so that they are made again."""
     try:
@@ -244,13 +263,12 @@ def _drop_damaged(runs: RunStore, folder: Path) -> None:
     except ConfigError:  # a run from before the store: the manifests' hashes still hold
         stages = []
     recorded = {s["name"]: _output_checksum(s) for s in stages}
-    for manifest in sorted(folder.glob(f"*/{MANIFEST}")):
-        stage = manifest.parent
+    for stage in committed_stages(folder):
         problem = damage(stage, recorded.get(stage.name))
         if problem is not None:
             log.warning("run %s, stage %r: %s; making the stage again instead of trusting it",
                         folder.name, stage.name, problem)
-            shutil.rmtree(stage)
+            stage.remove() if isinstance(stage, Location) else shutil.rmtree(stage)
 
 
 def _output_checksum(stage: dict[str, Any]) -> str | None:
@@ -284,7 +302,7 @@ def _sigterm_cancels() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _open_record(runs: RunStore, root: Path, spec: PipelineSpec, run_id: str, runner: str,
+def _open_record(runs: RunStore, root: Folder, spec: PipelineSpec, run_id: str, runner: str,
                  options: dict[str, Any], trigger: str, resume: bool,
                  pipeline_file: Path | None) -> None:
     """The run's row, made before anything runs: a taken run id fails here (exit 2)."""

@@ -19,8 +19,10 @@ from typing import Any
 
 import fsspec
 
-from seqline.pipeline.artifacts import read_manifest
+from seqline.pipeline.artifacts import MANIFEST, listed_files, read_manifest
 from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec
+from seqline.pipeline.storage import Folder, Location
+from seqline.pipeline.storage import folder as storage_folder
 
 __all__ = ["artifact_checksum", "cache_keys", "code_digest", "file_digest"]
 
@@ -30,7 +32,7 @@ _CHUNK = 1 << 20
 
 def cache_keys(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], *,
                seqline_version: str, inputs: Callable[[StageSpec[Any], Path], list[str]],
-               root: Path) -> dict[str, str]:
+               root: Folder) -> dict[str, str]:
     """Every stage's cache key, in pipeline order.
 
     Args:
@@ -55,7 +57,7 @@ def cache_keys(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]],
             "params": stage.params.model_dump(mode="json"),
             "errors": stage.errors.model_dump(mode="json") if stage.errors else None,
             "seqline": seqline_version, "code": _code_of(stage, spec.base_dir),
-            "reads": reads, "depends_on": component.depends_on(root, spec.name, stage)
+            "reads": reads, "depends_on": component.depends_on(root, spec.name, stage)  # type: ignore[arg-type]
             if component.depends_on else None,
         })
     return keys
@@ -122,23 +124,39 @@ def file_digest(path: str) -> str:
     return digest.hexdigest()
 
 
-def artifact_checksum(folder: Path, known: Mapping[str, str] | None = None) -> str:
+def artifact_checksum(folder: Folder | str, known: Mapping[str, str] | None = None) -> str:
     """Every file of a committed stage folder, names and bytes: changes if any byte does.
 
     The digest covers each file's name and SHA-256. `known` gives the SHA-256 of files whose
     writer hashed them already (a manifest's shards and dead letters), so a commit does not
     read them again; checking a folder before reuse passes none and reads every byte.
+
+    On an object store it covers what the manifest vouches for (files not listed are an
+    abandoned attempt's garbage): the manifest, its shards and dead letters by SHA-256, and
+    files a driver stage uploaded (a SavedModel, checkpoints) by size and the store's ETag,
+    which the store computed itself, rather than downloading a model again at every commit.
     """
-    folder = Path(folder)
+    folder = storage_folder(folder) if isinstance(folder, str) else folder
     known = known or {}
     digest = hashlib.sha256()
+    if isinstance(folder, Location):
+        manifest = read_manifest(folder)
+        uploaded = manifest.get("uploaded") or {}
+        for name in sorted([MANIFEST, *listed_files(manifest)]):
+            if name in uploaded:
+                info = folder.fs.info((folder / name).path)
+                value = f"size:{info.get('size')}:etag:{info.get('ETag') or info.get('etag')}"
+            else:
+                value = known.get(name) or _sha256(folder / name)
+            digest.update(os.fsencode(name) + b"\0" + value.encode())
+        return "sha256:" + digest.hexdigest()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         name = path.relative_to(folder).as_posix()
         digest.update(os.fsencode(name) + b"\0" + (known.get(name) or _sha256(path)).encode())
     return "sha256:" + digest.hexdigest()
 
 
-def damage(folder: Path, checksum: str | None) -> str | None:
+def damage(folder: Folder, checksum: str | None) -> str | None:
     """Why a committed stage folder cannot be trusted (a flipped bit, a truncated or missing
     shard), or None when its bytes are what was committed.
 
@@ -162,9 +180,9 @@ def damage(folder: Path, checksum: str | None) -> str | None:
     return None
 
 
-def _sha256(path: Path) -> str:
+def _sha256(path: Folder) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
@@ -175,29 +193,33 @@ def _digest(value: Any) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def cache_hits(spec: PipelineSpec, keys: Mapping[str, str], store: Any, root: Path
-               ) -> dict[str, tuple[str, Path]]:
+def cache_hits(spec: PipelineSpec, keys: Mapping[str, str], store: Any, root: Folder
+               ) -> dict[str, tuple[str, Folder]]:
     """The stages an earlier run under `root` already made: name -> (its run, its folder).
 
     Looked up in order; the first stage that misses (or says `cache: false`) and every stage
     after it run again. A stored artifact is reused only if its bytes still match the
     checksum recorded when it was committed: a changed file is recomputed, never trusted.
     """
-    runs = (Path(root) / "runs").resolve()
-    hits: dict[str, tuple[str, Path]] = {}
+    runs = root / "runs" if isinstance(root, Location) else (Path(root) / "runs").resolve()
+    hits: dict[str, tuple[str, Folder]] = {}
     for stage in spec.stages:
         found = store.find_cached(keys[stage.name]) if stage.cache else None
         output = next((a for a in (found or {}).get("artifacts", [])
                        if a.get("checksum")), None)
-        if found is None or output is None or not _intact(Path(output["uri"]),
+        if found is None or output is None or not _intact(storage_folder(output["uri"]),
                                                             output["checksum"], runs):
             break
-        folder = Path(output["uri"])
+        folder = storage_folder(output["uri"])
         hits[stage.name] = (found["run_id"], folder)
     return hits
 
 
-def _intact(folder: Path, checksum: str, runs: Path) -> bool:
+def _intact(folder: Folder, checksum: str, runs: Folder) -> bool:
     """A stored stage folder under this root whose bytes are what was committed."""
+    if isinstance(folder, Location) or isinstance(runs, Location):
+        return isinstance(folder, Location) and isinstance(runs, Location) \
+            and folder.url.startswith(runs.url.rstrip("/") + "/") \
+            and (folder / MANIFEST).exists() and artifact_checksum(folder) == checksum
     return folder.resolve().is_relative_to(runs) and folder.is_dir() \
         and artifact_checksum(folder) == checksum

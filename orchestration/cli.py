@@ -25,7 +25,7 @@ from seqline.orchestration.options import RunnerName
 from seqline.orchestration.runs_cli import runs_app, store_app
 from seqline.orchestration.schedule.cli import register as register_schedules
 from seqline.orchestration.verify import StageCheck, verify_run
-from seqline.pipeline.artifacts import read_manifest
+from seqline.pipeline.artifacts import read_manifest, run_dir
 from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
 from seqline.pipeline.stage import Counts
@@ -73,11 +73,14 @@ def main(
     quiet_engines()
 
 
+ROOT_HELP = ("Artifact root ($SEQLINE_ROOT): a folder or an fsspec URL (s3://bucket/prefix; "
+             "credentials from the environment, never in the URL).")
+
 @app.command()
 def run(
     pipeline: Annotated[Path, typer.Argument(help="The pipeline file (YAML).")],
     runner: Annotated[RunnerName, typer.Option(help="Where map stages run.")] = RunnerName.local,
-    root: Annotated[Path, typer.Option(help="Artifact root ($SEQLINE_ROOT).")] = DEFAULT_ROOT,
+    root: Annotated[str, typer.Option(help=ROOT_HELP)] = str(DEFAULT_ROOT),
     store: Annotated[str | None, typer.Option(
         help="Run store URL ($SEQLINE_STORE), e.g. postgresql+psycopg://user@host/db; "
              "default: SQLite at ROOT/seqline.db.")] = DEFAULT_STORE,
@@ -133,7 +136,7 @@ def run(
               f"--run-id {exc.run_id}", 128 + signal.Signals[exc.signal].value)
     _print_reports(result.stages, time.perf_counter() - start)
     out.print(f"Run [bold]{result.run_id}[/] succeeded on {runner.value}; artifacts in "
-              f"{(root / 'runs' / result.run_id).resolve()}")
+              f"{run_dir(result.root, result.run_id).resolve()}")
     for report in result.stages:
         cached = f"  (cached from run {report.cached_from})" if report.cached_from else ""
         out.print(f"  {report.stage:<16} {report.path}{cached}", highlight=False)
@@ -167,7 +170,7 @@ def _print_evaluations(reports: list[StageReport]) -> None:
 @app.command()
 def verify(
     run_id: Annotated[str, typer.Argument(help="The run to check.")],
-    root: Annotated[Path, typer.Option(help="Artifact root ($SEQLINE_ROOT).")] = DEFAULT_ROOT,
+    root: Annotated[str, typer.Option(help=ROOT_HELP)] = str(DEFAULT_ROOT),
 ) -> None:
     """Check RUN_ID's artifacts: shard order, coverage, counts, checksums. Exit 0 if all hold."""
     try:

@@ -34,6 +34,7 @@ from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.specs import PipelineSpec, StageContext, StageResult, StageSpec
 from seqline.pipeline.stage import BlockResult, Counts, MapTask
+from seqline.pipeline.storage import Folder, Location
 
 __all__ = ["StageReport", "run_pipeline"]
 
@@ -60,7 +61,7 @@ class StageReport:
     seq_min: int | None = None
     seq_max: int | None = None
     seconds: float = 0.0
-    path: Path | None = None
+    path: Folder | None = None
     max_in_flight: int = 0
     source: str | None = None  # the stage it read
     # Backpressure: seconds the stage waited for its input, and for room to pass its output on.
@@ -74,10 +75,10 @@ class StageReport:
         default=None, repr=False, compare=False)
 
 
-def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
+def run_pipeline(spec: PipelineSpec, runner: Runner, root: Folder, run_id: str,
                  progress: Progress | None = None, *, resume: bool = False,
                  queue: int = 4, overlap: bool = True, recorder: RunRecorder | None = None,
-                 cached: Mapping[str, tuple[str, Path]] | None = None) -> list[StageReport]:
+                 cached: Mapping[str, tuple[str, Folder]] | None = None) -> list[StageReport]:
     """Run every stage of `spec` with `runner` as an assembly line; one report per stage.
 
     Each stage runs on a thread of its own. A stage passes its blocks to the next one over a
@@ -91,7 +92,8 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
     what the assembly line is measured against (benchmarks/compare.py #7). With `resume`,
     stages the run already committed are kept and the run goes on from the first one it did
     not finish. `cached` stages (name -> the run and folder of an equal stage run) are linked
-    into this run instead of being run. `recorder` writes the run into the run store.
+    into this run instead of being run. `recorder` writes the run into the run store. `root`
+    is a local folder or an object-store Location (storage.py, artifacts.py).
 
     Raises:
         ConfigError: the run id is taken (or, resuming, unknown), or the pipeline's shape is
@@ -120,7 +122,8 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
                 _reuse(report, folder / stage.name, line, cached.get(stage.name, (None,))[0])
                 if report.cached_from and recorder is not None:
                     recorder.committed(stage, report, read_manifest(folder / stage.name),
-                                       _source_dir(folder, wiring), report.cached_from)
+                                       _source_dir(folder, wiring),  # type: ignore[arg-type]
+                                       report.cached_from)
                 continue
             artifact = artifacts[stage.name] = StageArtifact(root, run_id, stage.name)
             work = _stage_work(spec, stage, wiring, shared, artifact, report)
@@ -148,38 +151,38 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Path, run_id: str,
     return reports
 
 
-def _take_committed(spec: PipelineSpec, folder: Path, resume: bool,
-                    cached: Mapping[str, tuple[str, Path]]
-                    ) -> tuple[set[str], dict[str, tuple[str, Path]]]:
+def _take_committed(spec: PipelineSpec, folder: Folder, resume: bool,
+                    cached: Mapping[str, tuple[str, Folder]]
+                    ) -> tuple[set[str], dict[str, tuple[str, Folder]]]:
     """The stages this run need not run (committed by a resumed attempt, or cached), with the
     cached ones linked into the run's folder. A committed stage that only passes blocks on
     (ingest) runs again when its reader does: its blocks exist only while it runs."""
     committed = {s.name for s in spec.stages if resume and (folder / s.name / MANIFEST).exists()}
     done = runnable_committed(spec, COMPONENTS, committed | set(cached))
     for name in committed - done:
-        shutil.rmtree(folder / name)
+        _remove(folder / name)
     linked = {name: hit for name, hit in cached.items() if name in done}
     for name, (_, source) in linked.items():
         link_stage(source, folder / name)
     return done, linked
 
 
-def _recorded(work: Callable[[], Path], stage: StageSpec[Any], report: StageReport,
-              recorder: RunRecorder | None, source: Path | None) -> Callable[[], Path]:
+def _recorded(work: Callable[[], Folder], stage: StageSpec[Any], report: StageReport,
+              recorder: RunRecorder | None, source: Folder | None) -> Callable[[], Folder]:
     """`work`, telling the run store when the stage starts and what it committed."""
     if recorder is None:
         return work
 
-    def run() -> Path:
+    def run() -> Folder:
         recorder.started(stage, report)
         path = work()
-        recorder.committed(stage, report, read_manifest(path), source)
+        recorder.committed(stage, report, read_manifest(path), source)  # type: ignore[arg-type]
         return path
 
     return run
 
 
-def _source_dir(folder: Path, wiring: Wiring) -> Path | None:
+def _source_dir(folder: Folder, wiring: Wiring) -> Folder | None:
     return folder / wiring.source if wiring.source else None
 
 
@@ -187,7 +190,7 @@ def _source_dir(folder: Path, wiring: Wiring) -> Path | None:
 class _Run:
     """What every stage of one run shares: its folder, the engine, the line and the belts."""
 
-    folder: Path
+    folder: Folder
     runner: Runner
     line: AssemblyLine
     progress: Progress | None
@@ -196,7 +199,7 @@ class _Run:
 
 
 def _stage_work(spec: PipelineSpec, stage: StageSpec[Any], wiring: Wiring, run: _Run,
-                artifact: StageArtifact, report: StageReport) -> Callable[[], Path]:
+                artifact: StageArtifact, report: StageReport) -> Callable[[], Folder]:
     """The stage's work for its thread, its input and output connected as `wiring` says."""
     component = COMPONENTS[stage.component]
     compression = getattr(stage.params, "compression", "gzip")
@@ -214,20 +217,27 @@ def _stage_work(spec: PipelineSpec, stage: StageSpec[Any], wiring: Wiring, run: 
     if component.runs_on == "workers" or component.reads == "files":
         return lambda: _run_data_stage(stage, spec.base_dir, run, inputs, output, feed,
                                        artifact, report)
-    context = StageContext(run.folder, artifact.path, wiring.source or "", spec.base_dir,
+    # On an object store `run` is a Location (its readers take either, storage.py) whose
+    # hidden entries (train's backup) are local, and `out_dir` a local staging folder that
+    # the commit uploads: TensorFlow writes both as usual.
+    folder = run.folder.with_scratch() if isinstance(run.folder, Location) else run.folder
+    context = StageContext(folder, artifact.out_dir,  # type: ignore[arg-type]
+                           wiring.source or "", spec.base_dir,
                            spec.name, blocks=inputs, announce=run.line.announce(stage.name),
-                           line=run.line if wiring.follows_line else None)
+                           line=run.line if wiring.follows_line else None)  # type: ignore[arg-type]
     earlier = [s.name for s in spec.stages[:spec.stages.index(stage)]] \
         if wiring.waits_for_all else []
     return lambda: _run_driver(stage, context, artifact, report, run, earlier)
 
 
-def _open_run(folder: Path, run_id: str, resume: bool) -> Path:
+def _open_run(folder: Folder, run_id: str, resume: bool) -> Folder:
     if resume:
         if not (folder / "run.json").exists():
             raise ConfigError(f"no run {run_id!r} to resume under {folder.parent}. Check "
                               "--run-id and --root.")
-        for leftover in folder.glob(".*.tmp-*"):  # an interrupted stage's partial output
+        # An interrupted stage's partial output. On an object store it is the stage's prefix
+        # without a manifest, removed when the stage is run again (StageArtifact).
+        for leftover in folder.glob(".*.tmp-*") if isinstance(folder, Path) else ():
             shutil.rmtree(leftover, ignore_errors=True)
     elif (folder / "run.json").exists():
         raise ConfigError(f"run id {run_id!r} is already used under {folder}. Choose another "
@@ -236,7 +246,7 @@ def _open_run(folder: Path, run_id: str, resume: bool) -> Path:
     return folder
 
 
-def _reuse(report: StageReport, stage_dir: Path, line: AssemblyLine,
+def _reuse(report: StageReport, stage_dir: Folder, line: AssemblyLine,
            cached_from: str | None = None) -> None:
     """A stage committed before (by the resumed run, or by `cached_from`): its report, from
     its manifest."""
@@ -254,7 +264,7 @@ def _reuse(report: StageReport, stage_dir: Path, line: AssemblyLine,
 
 def _run_data_stage(stage: StageSpec[Any], base_dir: Path, run: _Run,
                     inputs: Iterable[Block] | None, output: Belt | None, feed: ShardFeed | None,
-                    artifact: StageArtifact, report: StageReport) -> Path:
+                    artifact: StageArtifact, report: StageReport) -> Folder:
     """One source or map stage on its thread: produce, account, pass blocks on, commit."""
     report.started = time.time()
 
@@ -276,7 +286,7 @@ def _run_data_stage(stage: StageSpec[Any], base_dir: Path, run: _Run,
 
 
 def _run_driver(stage: StageSpec[Any], context: StageContext, artifact: StageArtifact,
-                report: StageReport, run: _Run, earlier: list[str]) -> Path:
+                report: StageReport, run: _Run, earlier: list[str]) -> Folder:
     """A driver stage: live ones start at once; others once every stage before has committed."""
     start, report.started = time.perf_counter(), time.time()
     for name in earlier:
@@ -300,7 +310,7 @@ def _run_driver(stage: StageSpec[Any], context: StageContext, artifact: StageArt
 
 
 def _produce(stage: StageSpec[Any], base_dir: Path, runner: Runner,
-             upstream: Iterable[Block] | None, out_dir: Path) -> Iterator[BlockResult]:
+             upstream: Iterable[Block] | None, out_dir: Folder) -> Iterator[BlockResult]:
     component = COMPONENTS[stage.component]
     if component.reads == "files":  # a source: it may hand ranges of its files to the workers
         yield from component.run(stage, base_dir, runner.map_blocks)
@@ -346,7 +356,7 @@ class _StageOutput:
     shard descriptions are kept in block order, which is seq order.
     """
 
-    def __init__(self, stage: StageSpec[Any], folder: Path, feed: ShardFeed | None) -> None:
+    def __init__(self, stage: StageSpec[Any], folder: Folder, feed: ShardFeed | None) -> None:
         self.stage, self.feed = stage, feed
         self.component = COMPONENTS[stage.component]
         self.digest = SeqDigest()
@@ -431,10 +441,20 @@ def _manifest(stage: StageSpec[Any], report: StageReport, runner: Runner,
     }
 
 
-def _write_run(folder: Path, record: dict[str, Any]) -> None:
+def _write_run(folder: Folder, record: dict[str, Any]) -> None:
+    if isinstance(folder, Location):  # one PUT replaces the object whole
+        (folder / "run.json").write_text(json.dumps(record, indent=2, sort_keys=True))
+        return
     tmp = folder / "run.json.tmp"
     tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
     tmp.replace(folder / "run.json")
+
+
+def _remove(place: Folder) -> None:
+    if isinstance(place, Location):
+        place.remove()
+    else:
+        shutil.rmtree(place)
 
 
 def _now() -> str:

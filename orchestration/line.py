@@ -14,13 +14,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any
 
 from seqline.components.tfrecords import read_feed
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import ConfigError, StageError, disk_full, disk_full_message
 from seqline.pipeline.feed import ShardFeed
+from seqline.pipeline.storage import Folder
 
 __all__ = ["AssemblyLine", "Belt", "Stopped"]
 
@@ -79,7 +79,7 @@ class AssemblyLine:
     Implements `seqline.pipeline.specs.Line` for the driver stages.
     """
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Folder) -> None:
         self.folder = folder  # the run's, named when a disk fills up without saying where
         self.stop = threading.Event()
         self._threads: dict[str, threading.Thread] = {}
@@ -94,7 +94,7 @@ class AssemblyLine:
         if feed is not None:
             self._feeds[stage] = feed
 
-    def start(self, stage: str, work: Callable[[], Path], after: str | None = None) -> None:
+    def start(self, stage: str, work: Callable[[], Folder], after: str | None = None) -> None:
         """Run `work` (which commits the stage and returns its folder) on a thread; `after`:
         once that stage has committed."""
         thread = threading.Thread(target=self._run, args=(stage, work, after), daemon=True,
@@ -102,7 +102,7 @@ class AssemblyLine:
         self._threads[stage] = thread
         thread.start()
 
-    def _run(self, stage: str, work: Callable[[], Path], after: str | None) -> None:
+    def _run(self, stage: str, work: Callable[[], Folder], after: str | None) -> None:
         try:
             if after is not None:
                 self.committed(after)
@@ -123,7 +123,7 @@ class AssemblyLine:
             if not futures[stage].done():
                 futures[stage].set_exception(exc)
 
-    def mark_committed(self, stage: str, folder: Path) -> None:
+    def mark_committed(self, stage: str, folder: Folder) -> None:
         if not self._announced[stage].done():
             self._announced[stage].set_result(None)
         self._committed[stage].set_result(folder)
@@ -134,7 +134,7 @@ class AssemblyLine:
     def announced(self, stage: str) -> Any:
         return self._announced[stage].result()
 
-    def committed(self, stage: str) -> Path:
+    def committed(self, stage: str) -> Folder:
         return self._committed[stage].result()
 
     def feed(self, stage: str) -> ShardFeed:
@@ -177,7 +177,7 @@ class AssemblyLine:
                 raise error
             full = disk_full(error)
             if full is not None:
-                raise StageError(f"stage {stage!r}: {disk_full_message(full, self.folder)}",
+                raise StageError(f"stage {stage!r}: {disk_full_message(full, str(self.folder))}",
                                  stage=stage) from error
             raise StageError(f"stage {stage!r} failed: {type(error).__name__}: {error}",
                              stage=stage) from error

@@ -15,6 +15,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 
 from seqline.orchestration.store import RunStore
 from seqline.pipeline.errors import SeqlineError
+from seqline.pipeline.storage import open_root
 
 __all__ = ["CONFIG_EXIT", "AsJson", "Root", "RunnerName", "Store", "fail", "opened",
            "unwrapped_table"]
@@ -33,6 +34,11 @@ Root = Annotated[Path, typer.Option(help="Artifact root; the store is ROOT/seqli
 Store = Annotated[str | None, typer.Option(
     "--store", help="Run store URL, e.g. postgresql+psycopg://user@host/db (default: SQLite "
                     "under --root).")]
+# `--root` as text: a local folder or an fsspec URL (a Path would turn s3://b into s3:/b).
+RootUrl = Annotated[str, typer.Option(
+    "--root", help="Artifact root: a folder or an fsspec URL (s3://bucket/prefix, gs://...); "
+                   "the store is ROOT/seqline.db (for a URL, ~/.seqline/stores/<name>.db) "
+                   "unless --store says otherwise.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the JSON contract, not a table.")]
 
 
@@ -43,10 +49,12 @@ def fail(message: str, code: int = CONFIG_EXIT) -> NoReturn:
 
 
 @contextmanager
-def opened(root: Path, url: str | None) -> Iterator[RunStore]:
+def opened(root: Path | str, url: str | None) -> Iterator[RunStore]:
     """The store, closed afterwards; a bad URL or a seqline error exits 2 with one line."""
+    from seqline.orchestration.api import store_url  # the run path's rule, one place
+
     try:
-        store = RunStore.open(root, url)
+        store = RunStore.open(*store_url(open_root(root), url))
     except (ArgumentError, OperationalError) as exc:
         fail(f"cannot open the run store at {url or root}: {str(exc).splitlines()[0]}. "
              "Check --store (postgresql+psycopg://user@host:port/db) or --root.")

@@ -11,7 +11,9 @@ from rich.table import Table
 
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import AsJson, Root, Store, opened, unwrapped_table
+from seqline.orchestration.options import AsJson, RootUrl, Store, opened, unwrapped_table
+from seqline.orchestration.store.rebuild import index_runs
+from seqline.pipeline.storage import open_root
 
 __all__ = ["runs_app", "store_app"]
 
@@ -44,7 +46,7 @@ def store_main() -> None:
 
 @runs_app.command("list")
 def list_command(
-    root: Root = DEFAULT_ROOT,
+    root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
     pipeline: Annotated[str | None, typer.Option(help="Only this pipeline's runs.")] = None,
     status: Annotated[Status | None, typer.Option(help="Only runs in this status.")] = None,
@@ -65,7 +67,7 @@ def list_command(
 @runs_app.command("show")
 def show_command(
     run_id: Annotated[str, typer.Argument(help="The run's id (see `seqline runs list`).")],
-    root: Root = DEFAULT_ROOT,
+    root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
     as_json: AsJson = False,
 ) -> None:
@@ -85,12 +87,14 @@ def show_command(
 
 
 @store_app.command("rebuild")
-def rebuild_command(root: Root = DEFAULT_ROOT, store: Store = DEFAULT_STORE) -> None:
+def rebuild_command(root: RootUrl = str(DEFAULT_ROOT),
+                    store: Store = DEFAULT_STORE) -> None:
     """Recreate the store's rows from ROOT/runs/*/run.json and the stage manifests."""
     with opened(root, store) as runs:
-        added = runs.rebuild(root)
+        # index_runs itself: RunStore.rebuild takes a local Path only
+        added = index_runs(runs.engine, open_root(root))
         url = runs.url
-    typer.echo(f"indexed {added} run(s) from {root / 'runs'} into {url}")
+    typer.echo(f"indexed {added} run(s) from {str(root).rstrip('/')}/runs into {url}")
 
 
 def _runs_table(rows: list[dict[str, Any]]) -> Table:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import tempfile
+import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from seqline.pipeline.errors import StageError
 from seqline.pipeline.params import PARAMS_CONFIG
+from seqline.pipeline.storage import Folder, Location
 
 __all__ = ["DEAD_LETTERS", "DeadLetter", "DeadLetterFile", "ErrorBudget", "read_dead_letters"]
 
@@ -75,10 +79,18 @@ class ErrorBudget(BaseModel):
 
 
 class DeadLetterFile:
-    """A stage's dead letters as JSON Lines, appended as they arrive, counted and hashed."""
+    """A stage's dead letters as JSON Lines, appended as they arrive, counted and hashed.
 
-    def __init__(self, folder: Path) -> None:
-        self.path = Path(folder) / DEAD_LETTERS
+    On an object store (no appends) they are kept in a local temporary file and uploaded at
+    close, under this attempt's own name, which the manifest then lists.
+    """
+
+    def __init__(self, folder: Folder) -> None:
+        self.folder = folder
+        self.name = DEAD_LETTERS if isinstance(folder, Path) \
+            else f"dead_letters-{uuid.uuid4().hex[:8]}.jsonl"
+        self.path = folder / DEAD_LETTERS if isinstance(folder, Path) \
+            else Path(tempfile.mkdtemp(prefix="seqline-dead-")) / DEAD_LETTERS
         self.count = 0
         self.first: DeadLetter | None = None
         self._sha = hashlib.sha256()
@@ -99,13 +111,21 @@ class DeadLetterFile:
         if self._file is None:
             return None
         self._file.close()
-        return {"path": DEAD_LETTERS, "count": self.count, "sha256": self._sha.hexdigest()}
+        if isinstance(self.folder, Location):
+            (self.folder / self.name).write_bytes(self.path.read_bytes())
+            shutil.rmtree(self.path.parent, ignore_errors=True)
+        return {"path": self.name, "count": self.count, "sha256": self._sha.hexdigest()}
 
 
-def read_dead_letters(stage_dir: Path) -> list[DeadLetter]:
-    """A committed stage's dead letters, in the order they were set aside (seq order)."""
-    path = Path(stage_dir) / DEAD_LETTERS
+def read_dead_letters(stage_dir: Folder, manifest: dict[str, Any] | None = None
+                      ) -> list[DeadLetter]:
+    """A committed stage's dead letters, in the order they were set aside (seq order).
+
+    `manifest` names the file (its name is per attempt on an object store); without it the
+    local name is assumed.
+    """
+    entry = (manifest or {}).get("dead_letters") or {}
+    path = stage_dir / entry.get("path", DEAD_LETTERS)
     if not path.exists():
         return []
-    with open(path) as f:
-        return [DeadLetter(**json.loads(line)) for line in f]
+    return [DeadLetter(**json.loads(line)) for line in path.read_text().splitlines() if line]

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from seqline.pipeline.errors import StageError
+from seqline.pipeline.storage import Folder
 
 __all__ = ["ShardFeed"]
 
@@ -26,7 +27,7 @@ __all__ = ["ShardFeed"]
 class ShardFeed:
     """The ordered shard descriptions of one stage's records, growing until the stage ends."""
 
-    def __init__(self, stage: str, folder: Path, compression: str = "gzip",
+    def __init__(self, stage: str, folder: Folder, compression: str = "gzip",
                  hold_bytes: int = 0) -> None:
         self.stage = stage
         self.compression = compression
@@ -35,7 +36,7 @@ class ShardFeed:
         self._held_total = 0
         self._followed = False
         self.taken = 0  # shards a reader took from memory instead of decoding the file
-        self._folder = Path(folder)
+        self._folder: Folder = Path(folder) if isinstance(folder, str) else folder
         self._shards: list[dict[str, Any]] = []
         self._schema: pa.Schema | None = None
         self._done = False
@@ -43,9 +44,9 @@ class ShardFeed:
         self._changed = threading.Condition()
 
     @classmethod
-    def stored(cls, stage_dir: Path, manifest: dict[str, Any], schema: pa.Schema) -> ShardFeed:
+    def stored(cls, stage_dir: Folder, manifest: dict[str, Any], schema: pa.Schema) -> ShardFeed:
         """The feed of a committed stage: every shard known, nothing more to come."""
-        feed = cls(Path(stage_dir).name, stage_dir, manifest["compression"])
+        feed = cls(stage_dir.name, stage_dir, manifest["compression"])
         feed._shards, feed._schema, feed._done = list(manifest["shards"]), schema, True
         return feed
 
@@ -81,10 +82,10 @@ class ShardFeed:
         with self._changed:
             self._followed, self._held, self._held_total = False, {}, 0
 
-    def close(self, folder: Path) -> None:
+    def close(self, folder: Folder) -> None:
         """The stage committed: no more shards; they now live in `folder`."""
         with self._changed:
-            self._folder, self._done = Path(folder), True
+            self._folder, self._done = folder, True
             self._changed.notify_all()
 
     def fail(self, error: BaseException) -> None:
@@ -115,12 +116,12 @@ class ShardFeed:
             self._raise_if_failed()
             return self._schema
 
-    def path(self, shard: dict[str, Any]) -> Path:
+    def path(self, shard: dict[str, Any]) -> Folder:
         """Where a shard is now: the stage's temporary folder until it commits, then its own."""
         with self._changed:
             return self._folder / shard["path"]
 
-    def moved(self, shard: dict[str, Any], stale: Path) -> Path:
+    def moved(self, shard: dict[str, Any], stale: Folder) -> Folder:
         """The shard's path once the folder it was not found in has been renamed into place.
 
         A stage's commit renames its folder before the feed learns the new one; a reader

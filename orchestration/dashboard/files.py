@@ -3,6 +3,8 @@
 The rule: a run id and a stage name from a URL are first looked up in the run store (the
 caller does that); only then is `ROOT/runs/<run>/<stage>/<file>` opened, and only if its
 resolved path (symlinks followed) is still inside the root. Nothing is unpickled: JSON only.
+On an object-store root (a URL or a storage.Location) there are no symlinks: a part that is
+empty, absolute or `..` is refused, and the object is read through fsspec.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from seqline.pipeline.artifacts import MANIFEST, VERDICT
 from seqline.pipeline.deadletters import DEAD_LETTERS
+from seqline.pipeline.storage import Folder, Location, folder, is_remote
 
 __all__ = ["PAGE_SIZE", "dead_letters_page", "inside_root", "manifest_of", "shards_page",
            "verify_of"]
@@ -25,7 +28,7 @@ PAGE_SIZE = 50
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
 
-def inside_root(root: Path, *parts: str) -> Path | None:
+def inside_root(root: Folder | str, *parts: str) -> Folder | None:
     """`root/parts…` resolved, or None when that leaves the root (`..`, a symlink out).
 
     Args:
@@ -38,17 +41,24 @@ def inside_root(root: Path, *parts: str) -> Path | None:
 
     Example: inside_root(Path("/r"), "runs", "x", "../../../etc") -> None.
     """
-    base = Path(root).resolve()
     if any(not p or "\0" in p or Path(p).is_absolute() for p in parts):
         return None
+    place = folder(root) if isinstance(root, str) else root
+    if isinstance(place, Location):
+        if any(".." in p.split("/") for p in parts):
+            return None
+        for part in parts:
+            place = place / part
+        return place
+    base = place.resolve()
     path = base.joinpath(*parts).resolve()  # follows symlinks: a link out of the root fails
     return path if path.is_relative_to(base) else None
 
 
-def manifest_of(root: Path, run_id: str, stage: str) -> dict[str, Any] | None:
+def manifest_of(root: Folder | str, run_id: str, stage: str) -> dict[str, Any] | None:
     """A committed stage's manifest (None before it commits, or if it is unsafe to read)."""
     path = inside_root(root, "runs", run_id, stage, MANIFEST)
-    if path is None or not path.is_file() or path.stat().st_size > MAX_MANIFEST_BYTES:
+    if path is None or not path.is_file() or _size(path) > MAX_MANIFEST_BYTES:
         return None
     try:
         found = json.loads(path.read_text())
@@ -57,7 +67,7 @@ def manifest_of(root: Path, run_id: str, stage: str) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def verify_of(root: Path, run_id: str) -> dict[str, Any] | None:
+def verify_of(root: Folder | str, run_id: str) -> dict[str, Any] | None:
     """The verdict `seqline run` saved as ROOT/runs/<run>/verify.json, if it saved one."""
     path = inside_root(root, "runs", run_id, VERDICT)
     if path is None or not path.is_file():
@@ -86,7 +96,7 @@ def shards_page(manifest: dict[str, Any] | None, page: int) -> dict[str, Any]:
         for s in shards[page * PAGE_SIZE:(page + 1) * PAGE_SIZE]])
 
 
-def dead_letters_page(root: Path, run_id: str, stage: str, total: int,
+def dead_letters_page(root: Folder | str, run_id: str, stage: str, total: int,
                       page: int) -> dict[str, Any] | None:
     """One page of a stage's dead letters: seq, file, line, reason, raw text.
 
@@ -100,13 +110,17 @@ def dead_letters_page(root: Path, run_id: str, stage: str, total: int,
     Returns:
         {"rows", "page", "pages", "total"}; None when the file is outside the root.
     """
-    path = inside_root(root, "runs", run_id, stage, DEAD_LETTERS)
+    entry = ((manifest_of(root, run_id, stage) or {}).get("dead_letters") or {}) \
+        if is_remote(root) else {}  # named per attempt on an object store
+    name = str(entry.get("path") or DEAD_LETTERS)
+    path = inside_root(root, "runs", run_id, stage, name) if "/" not in name else None
     if path is None:
         return None
     if not path.is_file():
         return _page(total, page, [])
-    with open(path, encoding="utf-8", errors="replace") as f:
-        lines = list(islice(f, page * PAGE_SIZE, (page + 1) * PAGE_SIZE))
+    with path.open("rb") as f:
+        text = (line.decode("utf-8", errors="replace") for line in f)
+        lines = list(islice(text, page * PAGE_SIZE, (page + 1) * PAGE_SIZE))
     rows = []
     for line in lines:
         try:
@@ -115,6 +129,10 @@ def dead_letters_page(root: Path, run_id: str, stage: str, total: int,
             letter = {"reason": "unreadable line", "raw": line}
         rows.append({key: letter.get(key) for key in ("seq", "file", "line", "reason", "raw")})
     return _page(total, page, rows)
+
+
+def _size(path: Folder) -> int:
+    return path.stat().st_size if isinstance(path, Path) else int(path.fs.size(path.path))
 
 
 def _page(total: int, page: int, rows: list[Any]) -> dict[str, Any]:

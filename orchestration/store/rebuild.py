@@ -19,6 +19,7 @@ from seqline.orchestration.store.tables import (
     runs,
     stage_runs,
 )
+from seqline.pipeline.storage import Folder, Location
 
 __all__ = ["index_runs"]
 
@@ -29,7 +30,7 @@ KIND_OF = {"ingest": "stream", "batching": "batch_plan", "train": "model",
            "evaluate": "evaluation"}
 
 
-def index_runs(engine: Engine, root: Path) -> int:
+def index_runs(engine: Engine, root: Folder) -> int:
     """Add every run under `<root>/runs/` that the store lacks; runs it has are left alone
     (the store knows more than the folders: samples, heartbeats, failed attempts).
 
@@ -41,13 +42,16 @@ def index_runs(engine: Engine, root: Path) -> int:
         How many runs were added.
     """
     added = 0
-    for record_file in sorted((root / "runs").glob("*/run.json")):
+    runs_dir = root / "runs"
+    records = sorted(runs_dir.glob("*/run.json")) if isinstance(runs_dir, Path) \
+        else [f for f in (d / "run.json" for d in runs_dir.iterdir()) if f.exists()]
+    for record_file in records:
         with writing(engine) as conn:  # one run, one transaction: a bad folder spoils only it
             added += _index_run(conn, record_file.parent, json.loads(record_file.read_text()))
     return added
 
 
-def _index_run(conn: Connection, folder: Path, record: dict[str, Any]) -> int:
+def _index_run(conn: Connection, folder: Folder, record: dict[str, Any]) -> int:
     """Insert one run and its committed stages; 0 if the store already had it."""
     status = record.get("status")
     started = _time(record.get("started_at")) or _mtime(folder / "run.json")
@@ -60,7 +64,7 @@ def _index_run(conn: Connection, folder: Path, record: dict[str, Any]) -> int:
         "started": started, "finished": _time(record.get("finished_at")),
         # A run still "running" in its folder: its newest write stands in for a heartbeat,
         # and the reaper decides whether its driver is gone.
-        "heartbeat": max((_mtime(p) for p in folder.rglob("*")), default=started),
+        "heartbeat": max((_mtime(p) for p in _files(folder)), default=started),
         "error_message": record.get("error"),
     }
     added = insert_ignoring(conn, runs, ["run_id"]).values(**row).returning(runs.c.run_id)
@@ -112,7 +116,7 @@ def _index_evaluation(conn: Connection, stage_run_id: int, m: dict[str, Any]) ->
         conn.execute(insert(eval_metrics), [{**r, "stage_run_id": stage_run_id} for r in rows])
 
 
-def _artifact(stage_dir: Path, m: dict[str, Any]) -> dict[str, Any]:
+def _artifact(stage_dir: Folder, m: dict[str, Any]) -> dict[str, Any]:
     """A stage folder as an artifact row; its checksum digests the shards' own sha256s."""
     shards = m.get("shards") or []
     checksum = None
@@ -138,5 +142,14 @@ def _unix(seconds: float | None) -> datetime | None:
     return datetime.fromtimestamp(seconds, UTC) if seconds is not None else None
 
 
-def _mtime(path: Path) -> datetime:
+def _files(folder: Folder) -> list[Folder]:
+    if isinstance(folder, Path):
+        return list(folder.rglob("*"))
+    return [folder / name for name in folder.files()]
+
+
+def _mtime(path: Folder) -> datetime:
+    if isinstance(path, Location):  # S3's LastModified; a store without one: now
+        modified = path.fs.info(path.path).get("LastModified")
+        return modified if isinstance(modified, datetime) else datetime.now(UTC)
     return datetime.fromtimestamp(path.stat().st_mtime, UTC)
