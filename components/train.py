@@ -11,13 +11,14 @@ import numpy as np
 from pydantic import AfterValidator, Field, WithJsonSchema
 
 from seqline.components.examples import (
+    Batches,
     StreamedBatches,
     TrainingInput,
     load_batches,
     source_feed,
 )
 from seqline.components.models import PRESETS, ModelSpec, is_classifier
-from seqline.components.plan import plan_of
+from seqline.components.plan import Plan, plan_of
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.audit import SeqDigest, seq_digest
 from seqline.pipeline.errors import ConfigError, SeqlineError, StageError
@@ -28,7 +29,8 @@ from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, Sta
 if TYPE_CHECKING:
     import keras
 
-__all__ = ["SPEC", "EpochAudit", "TrainParams", "run_stage", "setup_devices"]
+__all__ = ["SPEC", "EpochAudit", "TrainParams", "build_model", "model_spec", "run_stage",
+           "setup_devices"]
 
 
 def _model_ref(ref: str) -> str:
@@ -56,6 +58,10 @@ class TrainParams(StageParams):
         "so training can start before the rest has arrived."))
     num_classes: int | None = Field(None, ge=2, description=(
         "Classification: the number of classes; default 1 + the largest label seen first."))
+    workers: int = Field(1, ge=1, description=(
+        "N > 1: train on N workers (processes, on any node) through Ray Train with "
+        "MultiWorkerMirroredStrategy; each feeds its contiguous slice of every global batch. "
+        "Needs the ray runner."))
 
 
 class EpochAudit:
@@ -68,14 +74,16 @@ class EpochAudit:
     was handed over after the step asked for it (`step_begins`), by the difference.
     """
 
-    def __init__(self, replicas: int) -> None:
+    def __init__(self, replicas: int, worker: int | None = None) -> None:
         self.replicas = replicas
+        self.worker = worker  # on several workers: this one's rank; it feeds slice `worker`
         self.epoch = 0
         self.epochs: list[dict[str, Any]] = []
         self._reset()
 
     def _reset(self) -> None:
         self.digest, self.input_seconds = SeqDigest(), 0.0
+        self.worker_digest = SeqDigest()  # the slices this worker fed, on several workers
         self.batches: list[dict[str, Any]] = []  # per batch: first, last and replica seq
         self.handed: list[float] = []  # when each batch was handed over (perf_counter)
         self.asked: list[float] = []  # when each step asked for its batch
@@ -89,8 +97,13 @@ class EpochAudit:
     def record(self, seq: np.ndarray, seconds: float) -> None:
         self.digest.update(seq)
         slices = np.array_split(seq, self.replicas)  # MirroredStrategy's contiguous slices
-        self.batches.append({"first": int(seq[0]), "last": int(seq[-1]),
-                             "replicas": [[int(s[0]), int(s[-1])] for s in slices if len(s)]})
+        batch = {"first": int(seq[0]), "last": int(seq[-1]),
+                 "replicas": [[int(s[0]), int(s[-1])] for s in slices if len(s)]}
+        if self.worker is not None:
+            own = slices[self.worker]
+            self.worker_digest.update(own)
+            batch["worker"] = [int(own[0]), int(own[-1])] if len(own) else []
+        self.batches.append(batch)
         self.input_seconds += seconds
         self.handed.append(time.perf_counter())
 
@@ -109,6 +122,7 @@ class EpochAudit:
         self.epochs.append({
             "epoch": epoch, "started": self.wall_start, "seq_digest": self.digest.hexdigest(),
             "examples": self.digest.count,
+            **({} if self.worker is None else {"worker_digest": self.worker_digest.hexdigest()}),
             "batches": self.batches, "seconds": round(seconds, 4),
             "input_seconds": round(self.input_seconds, 4),
             "input_wait_seconds": round(waited, 4),
@@ -171,6 +185,10 @@ def run_stage(stage: StageSpec[TrainParams], ctx: StageContext,
             of the model's classes; the input has no records.
     """
     p = stage.params
+    if p.workers > 1:
+        from seqline.components.train_workers import run_on_workers
+
+        return run_on_workers(stage, ctx)
     data = _input(stage, ctx)
     strategy = setup_devices(p.cpu_replicas)
     replicas = strategy.num_replicas_in_sync
@@ -180,15 +198,18 @@ def run_stage(stage: StageSpec[TrainParams], ctx: StageContext,
     from seqline.components import keras_fit  # TensorFlow: seconds to import, so only here
 
     keras_fit.seed(p.seed)
-    spec = _model_spec(stage, data)
+    spec = model_spec(stage, data)
     with strategy.scope():
-        model = _build(stage, ctx, p.model, spec)
+        model = build_model(stage, ctx.base_dir, spec)
     audit = EpochAudit(replicas)
     out = Path(ctx.out_dir)
     feeder = keras_fit.Feeder(stage, data, spec, audit,
                               is_classifier(model.output_shape, spec.num_classes))
+    backup = ctx.run / f".{stage.name}.backup"
+    # A run's hidden entries are local folders on every root (storage.Location.with_scratch)
+    assert isinstance(backup, Path), backup
     history = keras_fit.fit(model, feeder, p.epochs, [
-        *keras_fit.saving(out, ctx.run / f".{stage.name}.backup"),
+        *keras_fit.saving(out, backup),
         keras_fit.AuditCallback(audit), *(callbacks or [])])
     from_memory = data.release()
     if ctx.line:  # batching's own account must be complete before the model is
@@ -202,7 +223,7 @@ def _result(stage: StageSpec[TrainParams], strategy: str, audit: EpochAudit,
             history: dict[str, list[float]], spec: ModelSpec, from_memory: int) -> StageResult:
     waited = round(sum(e["input_wait_seconds"] for e in audit.epochs), 4)
     return StageResult({
-        "strategy": strategy, "replicas": audit.replicas,
+        "strategy": strategy, "replicas": audit.replicas, "workers": stage.params.workers,
         "model": stage.params.model, "epochs": audit.epochs, "input_wait_seconds": waited,
         "shards_from_memory": from_memory,  # taken as stored, not decoded (see ShardFeed)
         "final_metrics": {k: float(v[-1]) for k, v in history.items()},
@@ -217,15 +238,7 @@ def _input(stage: StageSpec[TrainParams], ctx: StageContext) -> TrainingInput:
     Unshuffled: streamed from the plan's source records, followed while they are stored.
     Shuffled: the whole split in memory, once the source has committed.
     """
-    plan = ctx.line.announced(ctx.source) if ctx.line else None
-    if plan is None:
-        batching = read_manifest(ctx.run / ctx.source)
-        if "plan" not in batching:
-            raise ConfigError(f"{stage.where}: input {ctx.source!r} is not a batching stage.")
-        plan = plan_of(batching)
-    if stage.params.label not in (None, plan.label):
-        raise ConfigError(f"{stage.where}: label {stage.params.label!r} differs from the "
-                          f"batching stage's label {plan.label!r}; set it once, on batching.")
+    plan = plan_for(stage, ctx)
     if plan.shuffle:
         if ctx.line:
             ctx.line.committed(plan.source)
@@ -235,7 +248,25 @@ def _input(stage: StageSpec[TrainParams], ctx: StageContext) -> TrainingInput:
     return StreamedBatches(plan, feed)
 
 
-def _model_spec(stage: StageSpec[TrainParams], data: TrainingInput) -> ModelSpec:
+def plan_for(stage: StageSpec[TrainParams], ctx: StageContext) -> Plan:
+    """The batching plan train follows: as announced in a line, or from batching's manifest.
+
+    Raises:
+        ConfigError: the input is not a batching stage, or the labels differ.
+    """
+    plan = ctx.line.announced(ctx.source) if ctx.line else None
+    if plan is None:
+        batching = read_manifest(ctx.run / ctx.source)
+        if "plan" not in batching:
+            raise ConfigError(f"{stage.where}: input {ctx.source!r} is not a batching stage.")
+        plan = plan_of(batching)
+    if stage.params.label not in (None, plan.label):
+        raise ConfigError(f"{stage.where}: label {stage.params.label!r} differs from the "
+                          f"batching stage's label {plan.label!r}; set it once, on batching.")
+    return plan
+
+
+def model_spec(stage: StageSpec[TrainParams], data: TrainingInput) -> ModelSpec:
     """Feature mean and variance (and the class count) from the first train records."""
     p, plan = stage.params, data.plan
     first = data.first(p.stats_records)
@@ -252,8 +283,10 @@ def _model_spec(stage: StageSpec[TrainParams], data: TrainingInput) -> ModelSpec
                      p.learning_rate, p.seed)
 
 
-def _build(stage: StageSpec[TrainParams], ctx: StageContext, ref: str, spec: ModelSpec) -> Any:
-    build = PRESETS.get(ref) or (load_function(ref, str(ctx.base_dir)) if ":" in ref else None)
+def build_model(stage: StageSpec[TrainParams], base_dir: Path, spec: ModelSpec) -> Any:
+    """The compiled Keras model of `stage` (a preset, or the user's function from base_dir)."""
+    ref = stage.params.model
+    build = PRESETS.get(ref) or (load_function(ref, str(base_dir)) if ":" in ref else None)
     if build is None:
         raise ConfigError(f"{stage.where}: unknown model {ref!r}.{did_you_mean(ref, PRESETS)} "
                           f"Use a preset ({', '.join(PRESETS)}) or 'module:function'.")
@@ -293,6 +326,26 @@ def verify_audit(run: Path, manifest: dict[str, Any], problems: list[str]) -> No
         if seq_digest(batches.example_seq("train", epoch["epoch"])) != epoch["seq_digest"]:
             problems.append(f"audit: epoch {epoch['epoch']} fed the model a seq stream "
                             "that differs from the train split recomputed from the records")
+        elif "worker_digests" in epoch:
+            _verify_slices(batches, epoch, problems)
+
+
+def _verify_slices(batches: Batches, epoch: dict[str, Any], problems: list[str]) -> None:
+    """Each worker's slices, recomputed: contiguous parts of every global batch, in order."""
+    workers = len(epoch["worker_digests"])
+    seqs = [np.array_split(seq, workers) for _, _, seq in batches.batches("train", epoch["epoch"])]
+    claimed = [b["workers"] for b in epoch["batches"]]
+    derived = [[[int(s[0]), int(s[-1])] if len(s) else [] for s in parts] for parts in seqs]
+    if claimed != derived:
+        bad = next((i for i, (c, d) in enumerate(zip(claimed, derived, strict=False))
+                    if c != d), min(len(claimed), len(derived)))
+        problems.append(f"audit: epoch {epoch['epoch']} batch {bad}: the workers' slices "
+                        "differ from the batch recomputed from the records")
+    for worker, digest in enumerate(epoch["worker_digests"]):
+        own = np.concatenate([parts[worker] for parts in seqs]) if seqs else np.empty(0)
+        if seq_digest(own.astype(np.int64)) != digest:
+            problems.append(f"audit: epoch {epoch['epoch']}: worker {worker} was fed a seq "
+                            "stream that differs from its slices of the recomputed batches")
 
 
 SPEC = ComponentSpec("train", TrainParams, run_stage, reads="plan", writes="model", live=True,

@@ -221,10 +221,11 @@ def _stage_work(spec: PipelineSpec, stage: StageSpec[Any], wiring: Wiring, run: 
     # hidden entries (train's backup) are local, and `out_dir` a local staging folder that
     # the commit uploads: TensorFlow writes both as usual.
     folder = run.folder.with_scratch() if isinstance(run.folder, Location) else run.folder
-    context = StageContext(folder, artifact.out_dir,  # type: ignore[arg-type]
+    context = StageContext(folder, artifact.out_dir,
                            wiring.source or "", spec.base_dir,
                            spec.name, blocks=inputs, announce=run.line.announce(stage.name),
-                           line=run.line if wiring.follows_line else None)  # type: ignore[arg-type]
+                           line=run.line if wiring.follows_line else None,  # type: ignore[arg-type]
+                           launcher=getattr(run.runner, "launcher", None))
     earlier = [s.name for s in spec.stages[:spec.stages.index(stage)]] \
         if wiring.waits_for_all else []
     return lambda: _run_driver(stage, context, artifact, report, run, earlier)

@@ -13,9 +13,10 @@ from seqline.pipeline.blocks import Block
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.params import did_you_mean
+from seqline.pipeline.storage import Folder
 
-__all__ = ["ComponentSpec", "Line", "PipelineSpec", "Reads", "StageContext", "StageResult",
-           "StageSpec", "Writes", "did_you_mean"]
+__all__ = ["ComponentSpec", "Launcher", "Line", "PipelineSpec", "Reads", "StageContext",
+           "StageResult", "StageSpec", "Writes", "did_you_mean"]
 
 P = TypeVar("P", bound=BaseModel)
 
@@ -76,8 +77,21 @@ class Line(Protocol):
         attempt of a resumed run): read its manifest instead.
         """
 
-    def committed(self, stage: str) -> Path:
+    def committed(self, stage: str) -> Folder:
         """Wait until `stage` has committed; its folder. Raises if it failed."""
+
+
+class Launcher(Protocol):
+    """Runs one function on several training workers of an engine (Ray Train, for one).
+
+    `work(rank, workers)` runs once per worker, in the worker's own process (perhaps on
+    another node), with the environment tf.distribute's MultiWorkerMirroredStrategy reads
+    (TF_CONFIG) already set; `work` must be picklable. What each call returns comes back to
+    the caller in rank order, so artifacts travel back to the driver without a shared disk.
+    """
+
+    def __call__(self, work: Callable[[int, int], Any], workers: int) -> list[Any]:
+        """Each worker's return value, by rank."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +105,7 @@ class StageContext:
     stored, through `line`.
     """
 
-    run: Path  # <root>/runs/<run_id>
+    run: Folder  # <root>/runs/<run_id>: a local folder, or a Location on an object store
     out_dir: Path
     source: str  # the stage read: `inputs:` or the stage before
     base_dir: Path  # the pipeline file's folder, where user modules are imported from
@@ -99,9 +113,12 @@ class StageContext:
     blocks: Iterable[Block] | None = None
     announce: Callable[[Any], None] | None = None
     line: Line | None = None
+    # Where a stage may run work on several workers (train `workers: N`); None: the runner has
+    # no such engine, and the stage runs in the driver only.
+    launcher: Launcher | None = None
 
     @property
-    def root(self) -> Path:
+    def root(self) -> Folder:
         return self.run.parent.parent
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from seqline.orchestration.processes import scratch_dir
 from seqline.orchestration.runners.base import Runner, poisoned, run_windowed
+from seqline.orchestration.runners.ray_train import RayTrainLauncher
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import Cancelled
 from seqline.pipeline.stage import BlockResult, MapTask
@@ -29,7 +30,8 @@ class RayRunner(Runner):
 
     Locally, Ray starts with `workers` CPUs. With `address` (e.g. "ray://head:10001" or "auto")
     it joins a cluster; the pipeline's folder is shipped as the job's working_dir so that user
-    modules import on every node.
+    modules import on every node. `launcher` runs train `workers: N` on the same Ray through
+    Ray Train (see ray_train.py).
     """
 
     name = "ray"
@@ -51,6 +53,9 @@ class RayRunner(Runner):
                      runtime_env=runtime_env,
                      _temp_dir=str(self._session) if self._session else None)
         self._aborted = False
+        # train `workers: N` runs on this Ray through Ray Train (the executor hands it to
+        # driver stages in their StageContext)
+        self.launcher = RayTrainLauncher()
         # Ray runs a task again when its worker dies or its node is lost (max_retries counts
         # only such system failures); a user function that raises is a result (StageFailure),
         # never an exception, so it is not retried. A block is released in its place as ever.

@@ -16,7 +16,7 @@ from seqline.orchestration.runners import make_runner
 from seqline.orchestration.verify import verify_run
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.config import load_pipeline
-from seqline.pipeline.errors import StageError
+from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.specs import StageContext
 from tests.conftest import REPO
 
@@ -188,3 +188,26 @@ strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 batch = next(iter(strategy.experimental_distribute_dataset(tf.data.Dataset.range(6).batch(6))))
 print([t.numpy().tolist() for t in strategy.experimental_local_results(batch)])
 """
+
+
+def test_training_on_workers_without_ray_is_a_config_error_naming_the_stage(tmp_path):
+    folder = example_folder(tmp_path, workers=2)
+    spec = load_pipeline(folder / "pipeline.yaml", COMPONENTS)
+    context = StageContext(tmp_path / "run", tmp_path / "out", "batches", folder, spec.name)
+    with pytest.raises(ConfigError, match=r"stage 'model' \(line \d+\): workers 2 trains "
+                                          r"through Ray Train; run with --runner ray"):
+        train.run_stage(spec.stage("model"), context)
+
+
+def test_training_worker_audits_that_disagree_fail_the_stage(tmp_path):
+    from seqline.components.train_workers import merge_audits
+
+    spec = load_pipeline(example_folder(tmp_path, workers=2) / "pipeline.yaml", COMPONENTS)
+    epoch = {"epoch": 0, "seq_digest": "a", "worker_digest": "x",
+             "batches": [{"first": 0, "last": 3, "replicas": [[0, 1], [2, 3]], "worker": [0, 1]}]}
+    other = {**epoch, "worker_digest": "y", "batches": [{**epoch["batches"][0], "worker": [2, 3]}]}
+    merged = merge_audits(spec.stage("model"), [[epoch], [other]])
+    assert merged[0]["batches"][0]["workers"] == [[0, 1], [2, 3]]
+    assert merged[0]["worker_digests"] == ["x", "y"]
+    with pytest.raises(StageError, match="the workers were fed different global batches"):
+        merge_audits(spec.stage("model"), [[epoch], [{**other, "seq_digest": "b"}]])
