@@ -339,6 +339,12 @@ def _print(rows: int, clients: int, quiet: list[float], loaded: list[float],
           f"load generator {cpu} (all on the same 2 cores)")
     print(f"the dashboard's CPU / the run's CPU: {share:.1%} (median) = the slowdown of a run "
           "that keeps every core busy, with the browsers on other machines")
+    # The server's work goes with the time pages are open (polls, pushes, page loads), the
+    # run's with its rows: when other jobs stretch a run, the share above grows with them.
+    # Per second of loaded run it does not (compare batches by this one).
+    per_s = sum(r["server_cpu_s"] for r in reports) / sum(loaded)
+    print(f"the dashboard's CPU per second of a loaded run: {per_s * 1000:.0f} ms "
+          f"({len(latencies['page'])} page loads, {len(pushed)} pushed updates)")
     print(f"run page weight (first visit: HTML, CSS, JS, chart data): {weight['identity']:,} "
           f"bytes, {weight['gzip']:,} gzipped; the HTML alone {weight['html']:,}")
 

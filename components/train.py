@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -74,9 +75,12 @@ class EpochAudit:
     was handed over after the step asked for it (`step_begins`), by the difference.
     """
 
-    def __init__(self, replicas: int, worker: int | None = None) -> None:
+    def __init__(self, replicas: int, worker: int | None = None,
+                 progress: Callable[[int], None] | None = None) -> None:
         self.replicas = replicas
         self.worker = worker  # on several workers: this one's rank; it feeds slice `worker`
+        self.progress = progress  # told the examples fed so far, over all epochs (live rows/s)
+        self.fed = 0
         self.epoch = 0
         self.epochs: list[dict[str, Any]] = []
         self._reset()
@@ -106,6 +110,9 @@ class EpochAudit:
         self.batches.append(batch)
         self.input_seconds += seconds
         self.handed.append(time.perf_counter())
+        self.fed += len(seq)  # once per batch: cheap
+        if self.progress is not None:
+            self.progress(self.fed)
 
     def step_begins(self) -> None:
         self.asked.append(time.perf_counter())
@@ -201,7 +208,7 @@ def run_stage(stage: StageSpec[TrainParams], ctx: StageContext,
     spec = model_spec(stage, data)
     with strategy.scope():
         model = build_model(stage, ctx.base_dir, spec)
-    audit = EpochAudit(replicas)
+    audit = EpochAudit(replicas, progress=ctx.progress)
     out = Path(ctx.out_dir)
     feeder = keras_fit.Feeder(stage, data, spec, audit,
                               is_classifier(model.output_shape, spec.num_classes))

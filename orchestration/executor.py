@@ -73,6 +73,8 @@ class StageReport:
     # The waits so far, while the stage runs (for the run store's samples).
     live_waits: Callable[[], tuple[float, float]] | None = field(
         default=None, repr=False, compare=False)
+    # A driver stage's records consumed so far, while it runs (train: examples fed).
+    live_records: Callable[[], int] | None = field(default=None, repr=False, compare=False)
 
 
 def run_pipeline(spec: PipelineSpec, runner: Runner, root: Folder, run_id: str,
@@ -225,10 +227,18 @@ def _stage_work(spec: PipelineSpec, stage: StageSpec[Any], wiring: Wiring, run: 
                            wiring.source or "", spec.base_dir,
                            spec.name, blocks=inputs, announce=run.line.announce(stage.name),
                            line=run.line if wiring.follows_line else None,  # type: ignore[arg-type]
-                           launcher=getattr(run.runner, "launcher", None))
+                           launcher=getattr(run.runner, "launcher", None),
+                           progress=_live_records(report))
     earlier = [s.name for s in spec.stages[:spec.stages.index(stage)]] \
         if wiring.waits_for_all else []
     return lambda: _run_driver(stage, context, artifact, report, run, earlier)
+
+
+def _live_records(report: StageReport) -> Callable[[int], None]:
+    """What a driver stage calls with its records consumed so far; the recorder samples it."""
+    fed = [0]
+    report.live_records = lambda: fed[0]
+    return lambda n: fed.__setitem__(0, n)
 
 
 def _open_run(folder: Folder, run_id: str, resume: bool) -> Folder:

@@ -162,7 +162,7 @@ class RunRecorder:
         with self._lock:
             running = list(self._running.items())
         for name, report in running:
-            done = report.counts.records_in
+            done = records_done(report)
             before, done_before = self._last.get(name, (now, 0))
             self._last[name] = (now, done)
             waited_in, waited_out = report.live_waits() if report.live_waits else (
@@ -183,6 +183,23 @@ class RunRecorder:
         if runner is None:
             return 0, 0
         return runner.in_flight.get(stage, 0), runner.held.get(stage, 0)
+
+
+def records_done(report: StageReport) -> int:
+    """The records a running stage has consumed so far.
+
+    A data stage's counts grow block by block. A driver stage (train, batching) sets its
+    counts only when it ends; while it runs, its progress is what it reports through the
+    report's `live_records` callable (train: the examples fed so far, over all epochs), when
+    the executor gives it one.
+    """
+    live = getattr(report, "live_records", None)  # None: this stage reports no progress
+    if callable(live):
+        try:
+            return max(int(live()), report.counts.records_in)
+        except Exception as exc:  # a chart is not worth a run
+            log.debug("%s: reading its progress failed: %s", report.stage, exc)
+    return report.counts.records_in
 
 
 def _hashed(manifest: dict[str, Any]) -> dict[str, str]:

@@ -116,6 +116,9 @@ class StageContext:
     # Where a stage may run work on several workers (train `workers: N`); None: the runner has
     # no such engine, and the stage runs in the driver only.
     launcher: Launcher | None = None
+    # Told the records a driver stage has consumed so far (train: examples fed, over all
+    # epochs), for its live rows/s.
+    progress: Callable[[int], None] | None = None
 
     @property
     def root(self) -> Folder:

@@ -74,7 +74,8 @@ def create_app(root: Path, url: str | None = None, *, token: str | None = None,
     RunStore.open(root, url).close()
     engine = queries.make_read_only(make_engine(store_url(root, url)))
     watchers = Watchers(lambda run_id: _stamp(engine, run_id),
-                        lambda run_id, view: pages.snapshot(dashboard, run_id, view))
+                        lambda run_id, view, version: pages.snapshot(dashboard, run_id, view,
+                                                                     version))
     dashboard = Dashboard(root=Path(root), engine=engine, watchers=watchers, cache=LiveCache())
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(engine))

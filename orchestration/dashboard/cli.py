@@ -60,8 +60,18 @@ def dashboard(
     app = create_app(root, store, token=token, hosts=allowed_hosts(host, allow_host))
     shown = f"[{host}]" if ":" in host else host
     typer.echo(f"seqline dashboard on http://{shown}:{port}/ (read-only; Ctrl-C stops it)")
-    uvicorn.run(app, host=host, port=port, log_level="warning",
+    uvicorn.run(app, host=host, port=port, log_level="warning", http=_http_parser(),
                 timeout_graceful_shutdown=GRACEFUL_SECONDS, server_header=False)
+
+
+def _http_parser() -> str:
+    """httptools (C) when installed: it parses a request in a fraction of h11's CPU, and with
+    fifty pages open that CPU is taken from the run. h11 (pure Python) otherwise."""
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return "h11"
+    return "httptools"
 
 
 def _read_token(path: Path) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from seqline.orchestration.dashboard.cache import LiveCache
+from seqline.orchestration.dashboard.cache import LiveCache, Memo
 from seqline.orchestration.dashboard.live import Watchers
 
 __all__ = ["Dashboard", "dashboard_of", "page_number"]
@@ -33,15 +33,27 @@ class Dashboard:
     engine: Engine
     watchers: Watchers
     cache: LiveCache
+    # What a page shows (run_view's or stage_view's dict) per run, view and version: the
+    # live stream's update and the pages loaded at the same version share one computation.
+    views: Memo[dict[str, Any]] = field(default_factory=lambda: Memo(256))
+
+    def version(self, run_id: str) -> int:
+        """The run's version: while it is watched live, its count of changes; else a
+        negative number that moves every UNWATCHED_SECONDS (never equal to a count)."""
+        version = self.watchers.version_of(run_id)
+        return version if version is not None \
+            else -int(time.monotonic() // UNWATCHED_SECONDS) - 1
 
     def live(self, request: Request, run_id: str, compute: Callable[[], Response]) -> Response:
         """`compute()`'s answer, shared by every request for the same address: while the run
         is watched, until it changes; else for up to UNWATCHED_SECONDS (see LiveCache)."""
         key = request.url.path + "?" + request.url.query
-        version = self.watchers.version_of(run_id)
-        if version is None:  # negative: never equal to a watched run's count of changes
-            version = -int(time.monotonic() // UNWATCHED_SECONDS) - 1
-        return self.cache.get(key, version, compute)
+        return self.cache.get(request, key, self.version(run_id), compute)
+
+    def view(self, run_id: str, name: str, version: int,
+             compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """A page's data (`name`: "run" or "stage/NAME") at `version`, computed once."""
+        return self.views.get((run_id, name), version, compute)
 
     def read(self, query: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run `query(conn, *args, **kwargs)` on a pooled read-only connection."""

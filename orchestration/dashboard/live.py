@@ -26,6 +26,11 @@ log = logging.getLogger("seqline")
 
 # The issue's bound is 2 s from a store change to the page: a 1 s poll, then one push.
 POLL_SECONDS = 1.0
+# The recorder writes a running run every 2 s (recorder.FLUSH_SECONDS), in more than one
+# transaction, and stages start and end in between: changes closer together than this are
+# pushed as one, so a page gets one update per flush, not one per write. A change is still
+# on the page within this (plus a render) of being seen, inside the 2 s bound.
+MIN_PUSH_SECONDS = 1.8
 # A comment line this often keeps proxies from closing a quiet stream.
 KEEPALIVE_SECONDS = 15.0
 ENDED = ("succeeded", "failed", "interrupted", "cancelled")
@@ -46,9 +51,14 @@ class _Watch:
         self.task: asyncio.Task[None] | None = None
         self.snapshots: dict[str, tuple[int, Snapshot]] = {}
         self.making: dict[str, asyncio.Lock] = {}
+        self.bumped = float("-inf")  # loop time of the last change announced
+        # Per view, the update events made at the current version, keyed by what the page
+        # had: pages that followed the same updates share one JSON encoding.
+        self.encoded: dict[str, tuple[int, dict[Any, tuple[str, dict[str, float]]]]] = {}
 
     def bump(self, stamp: Any) -> None:
         self.stamp, self.version = stamp, self.version + 1
+        self.bumped = asyncio.get_running_loop().time()
         self.changed.set()
         self.changed = asyncio.Event()  # waiters already woke; later ones wait for the next
 
@@ -59,11 +69,12 @@ class Watchers:
     Args:
         stamp_of: blocking, run_id -> a stamp tuple (None: no such run); a changed stamp
             wakes every stream of that run.
-        snapshot_of: blocking, (run_id, view) -> Snapshot; called once per view per change.
+        snapshot_of: blocking, (run_id, view, version) -> Snapshot; called once per view
+            per change.
     """
 
     def __init__(self, stamp_of: Callable[[str], tuple[Any, ...] | None],
-                 snapshot_of: Callable[[str, str], Snapshot]) -> None:
+                 snapshot_of: Callable[[str, str, int], Snapshot]) -> None:
         self.stamp_of = stamp_of
         self.snapshot_of = snapshot_of
         self.watches: dict[str, _Watch] = {}
@@ -84,7 +95,12 @@ class Watchers:
                     await asyncio.sleep(POLL_SECONDS)
                     continue
                 if stamp != watch.stamp:
-                    watch.ended = stamp is None or stamp[0] in ENDED
+                    ended = stamp is None or stamp[0] in ENDED
+                    wait = watch.bumped + MIN_PUSH_SECONDS - asyncio.get_running_loop().time()
+                    if wait > 0 and not ended:  # coalesce: look again once a push is due
+                        await asyncio.sleep(wait)
+                        continue
+                    watch.ended = ended
                     watch.bump(stamp)
                 if not watch.ended:
                     await asyncio.sleep(POLL_SECONDS)
@@ -110,7 +126,7 @@ class Watchers:
             version = watch.version  # read first: the snapshot is at least this new
             made = watch.snapshots.get(view)
             if made is None or made[0] != version:
-                snapshot = await to_thread.run_sync(self.snapshot_of, run_id, view)
+                snapshot = await to_thread.run_sync(self.snapshot_of, run_id, view, version)
                 made = watch.snapshots[view] = (version, snapshot)
             return made[1]
 
@@ -135,9 +151,9 @@ class Watchers:
                 changed = watch.changed  # taken first: a change from here on wakes us
                 if seen != watch.version and watch.stamp is not None:
                     seen = watch.version
-                    html, series = await self._snapshot(run_id, view, watch)
-                    yield _event("update", {"status": watch.stamp[0], "html": html,
-                                            "samples": _newer(series, sent)})
+                    snapshot = await self._snapshot(run_id, view, watch)
+                    text, sent = _update(watch, view, seen, snapshot, sent)
+                    yield text
                 if watch.ended and seen == watch.version:
                     yield _event("end", {"status": watch.stamp[0] if watch.stamp else None})
                     return
@@ -149,6 +165,23 @@ class Watchers:
                     yield ": keep-alive\n\n"
         finally:
             watch.clients -= 1
+
+
+def _update(watch: _Watch, view: str, version: int, snapshot: Snapshot,
+            sent: dict[str, float]) -> tuple[str, dict[str, float]]:
+    """The update event for a page that has the samples up to `sent`, and its new `sent`:
+    encoded once per version for all pages that had the same samples (most follow along)."""
+    made = watch.encoded.get(view)
+    if made is None or made[0] != version:
+        made = watch.encoded[view] = (version, {})
+    key = tuple(sorted(sent.items()))
+    hit = made[1].get(key)
+    if hit is None:
+        html, series = snapshot
+        after = dict(sent)
+        hit = made[1][key] = (_event("update", {"status": watch.stamp[0], "html": html,
+                                                "samples": _newer(series, after)}), after)
+    return hit[0], dict(hit[1])
 
 
 def _newer(series: dict[str, dict[str, list[Any]]],

@@ -12,6 +12,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from seqline.orchestration.dashboard import queries
+from seqline.orchestration.dashboard.compare import run_compare_view
 from seqline.orchestration.dashboard.context import Dashboard, dashboard_of, page_number
 from seqline.orchestration.dashboard.live import Snapshot
 from seqline.orchestration.dashboard.schedules import schedules_view
@@ -48,13 +49,19 @@ env.filters["seconds"] = _seconds
 env.filters["count"] = _count
 
 
-def snapshot(dash: Dashboard, run_id: str, view: str) -> Snapshot:
-    """A live view's HTML and samples: "run" (the run page) or "stage/NAME" (a stage page)."""
+def snapshot(dash: Dashboard, run_id: str, view: str, version: int) -> Snapshot:
+    """A live view's HTML and samples at `version`: "run" (the run page) or "stage/NAME" (a
+    stage page's first pages); its data is shared with pages loaded at the same version."""
+    shown = _view(dash, run_id, view, version)
+    name = "run_live.html" if view == "run" else "stage_live.html"
+    return env.get_template(name).render(**shown), shown["samples"]
+
+
+def _view(dash: Dashboard, run_id: str, view: str, version: int) -> dict[str, Any]:
     if view == "run":
-        shown = run_view(dash, run_id)
-        return env.get_template("run_live.html").render(**shown), shown["samples"]
-    shown = stage_view(dash, run_id, view.removeprefix("stage/"))
-    return env.get_template("stage_live.html").render(**shown), shown["samples"]
+        return dash.view(run_id, view, version, lambda: run_view(dash, run_id))
+    return dash.view(run_id, view, version,
+                     lambda: stage_view(dash, run_id, view.removeprefix("stage/")))
 
 
 def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -81,7 +88,8 @@ def run_page(request: Request) -> Response:
     """`/runs/{run_id}` (`?part=live`: only what changes while it runs)."""
     dash, run_id = dashboard_of(request), request.path_params["run_id"]
     part = "run_live.html" if request.query_params.get("part") == "live" else "run.html"
-    return dash.live(request, run_id, lambda: render(part, **run_view(dash, run_id)))
+    return dash.live(request, run_id, lambda: render(
+        part, **_view(dash, run_id, "run", dash.version(run_id))))
 
 
 def stage_page(request: Request) -> Response:
@@ -93,10 +101,11 @@ def stage_page(request: Request) -> Response:
                                                                             "stage.html")
 
     def page() -> Response:
-        return render(name, **stage_view(
-            dash, run_id, request.path_params["stage"], shards=page_number(request, "shards"),
-            dead=page_number(request, "dead"), epoch=page_number(request, "epoch"),
-            batches=page_number(request, "batches")))
+        pages = {k: page_number(request, k) for k in ("shards", "dead", "epoch", "batches")}
+        if not any(pages.values()):  # the first pages: what the live stream renders too
+            return render(name, **_view(dash, run_id, f"stage/{request.path_params['stage']}",
+                                        dash.version(run_id)))
+        return render(name, **stage_view(dash, run_id, request.path_params["stage"], **pages))
 
     return dash.live(request, run_id, page)
 
@@ -107,6 +116,13 @@ def compare_page(request: Request) -> Response:
     view = compare_view(dashboard_of(request), request.path_params["run_id"],
                         request.path_params["stage"], other)
     return render("compare.html", **view)
+
+
+def run_compare_page(request: Request) -> Response:
+    """`/runs/{run_id}/compare?with=OTHER`: two whole runs (default: the one before)."""
+    view = run_compare_view(dashboard_of(request), request.path_params["run_id"],
+                            request.query_params.get("with") or None)
+    return render("compare_runs.html", **view)
 
 
 def schedules_page(request: Request) -> Response:
@@ -139,6 +155,7 @@ routes = [
     Route("/", runs_page),
     Route("/runs/{run_id}", run_page),
     Route("/runs/{run_id}/events", events),
+    Route("/runs/{run_id}/compare", run_compare_page),
     # {stage:path}: a stage name may hold a "/" (seqline writes it as nested folders).
     Route("/runs/{run_id}/stages/{stage:path}/compare", compare_page),
     Route("/runs/{run_id}/stages/{stage:path}/events", events),

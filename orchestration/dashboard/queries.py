@@ -15,7 +15,7 @@ from seqline.orchestration.store.tables import epochs, eval_metrics, runs, sampl
 from seqline.orchestration.store.views import run_detail, run_summary
 
 __all__ = ["ENDED", "grid", "history", "list_runs", "liveness", "make_read_only",
-           "pipelines_known", "run_page", "run_stamp", "series", "stage_row"]
+           "pipelines_known", "previous_run", "run_page", "run_stamp", "series", "stage_row"]
 
 ENDED = ("succeeded", "failed", "interrupted", "cancelled")
 # A chart of a long run stays light: at most this many points per stage (every k-th sample).
@@ -155,6 +155,20 @@ def run_page(conn: Connection, run_id: str) -> dict[str, Any] | None:
     return detail
 
 
+def previous_run(conn: Connection, run_id: str) -> str | None:
+    """The run of the same pipeline started just before `run_id` (None: it is the first)."""
+    row = conn.execute(select(runs.c.pipeline, runs.c.started)
+                       .where(runs.c.run_id == run_id)).first()
+    if row is None:
+        return None
+    earlier = (runs.c.started < row.started) | (
+        (runs.c.started == row.started) & (runs.c.run_id < run_id))
+    found: str | None = conn.execute(
+        select(runs.c.run_id).where(runs.c.pipeline == row.pipeline, earlier)
+        .order_by(runs.c.started.desc(), runs.c.run_id.desc()).limit(1)).scalar()
+    return found
+
+
 def stage_row(conn: Connection, run_id: str, stage: str) -> Any:
     """The latest attempt of `stage` in `run_id` (None when the store has no such stage)."""
     return conn.execute(select(stage_runs).where(
@@ -192,8 +206,9 @@ def run_stamp(conn: Connection, run_id: str) -> tuple[Any, ...] | None:
     """What changes whenever the run's page would: polled once a second by the live stream.
 
     Returns:
-        (status shown, heartbeat, finished, stage statuses, newest sample, epochs), or None
-        when the store has no such run.
+        (status shown, finished, stage statuses, newest sample, epochs), or None when the
+        store has no such run. Not the heartbeat: no page shows it, and a beat alone would
+        push an update that changes nothing (a stale one changes the status shown).
     """
     row = conn.execute(select(runs.c.status, runs.c.heartbeat, runs.c.started, runs.c.host,
                               runs.c.pid, runs.c.finished)
@@ -209,7 +224,7 @@ def run_stamp(conn: Connection, run_id: str) -> tuple[Any, ...] | None:
     trained = conn.execute(select(func.count()).select_from(epochs).where(
         epochs.c.stage_run_id.in_(ids))).scalar()
     shown = liveness(row.status, row.heartbeat, row.started, row.host, row.pid)
-    return (shown, iso(row.heartbeat), iso(row.finished), stages, newest, trained)
+    return (shown, iso(row.finished), stages, newest, trained)
 
 
 def history(conn: Connection, pipeline: str, stage: str, limit: int = 30) -> list[dict[str, Any]]:

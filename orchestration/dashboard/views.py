@@ -8,6 +8,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 
 from seqline.orchestration.dashboard import files, queries
+from seqline.orchestration.dashboard.compare import flat
 from seqline.orchestration.dashboard.context import Dashboard
 from seqline.orchestration.dashboard.timeline import bottleneck, timeline
 
@@ -38,6 +39,7 @@ def run_view(dash: Dashboard, run_id: str) -> dict[str, Any]:
         "verify": files.verify_of(dash.root, run_id),
         "error_place": place.groupdict() if place else None,
         "ended": run["status"] in queries.ENDED,
+        "previous": dash.read(queries.previous_run, run_id),
     }
 
 
@@ -127,18 +129,8 @@ def compare_view(dash: Dashboard, run_id: str, name: str, other: str) -> dict[st
             raise HTTPException(404, f"no stage {name!r} in run {rid!r}")
         sides.append({"run": run, "stage": stage})
     a, b = sides[0]["stage"]["params"], sides[1]["stage"]["params"]
-    keys = sorted(set(_flat(a)) | set(_flat(b)))
-    fa, fb = _flat(a), _flat(b)
+    keys = sorted(set(flat(a)) | set(flat(b)))
+    fa, fb = flat(a), flat(b)
     diff = [{"key": k, "a": fa.get(k), "b": fb.get(k), "same": fa.get(k) == fb.get(k)}
             for k in keys]
     return {"sides": sides, "params": diff, "stage": name}
-
-
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
-    """{"window": {"length": 14}} -> {"window.length": 14}: nested parameters, diffable."""
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(_flat(v, f"{prefix}{k}."))
-        return out
-    return {prefix.rstrip("."): value}

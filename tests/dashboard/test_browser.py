@@ -87,6 +87,21 @@ def test_evaluate_and_compare_pages(server, page):
     assert page.problems == []
 
 
+def test_run_page_links_to_the_whole_run_compare(server, page):
+    page.goto(server.url + "/runs/demo-b")
+    page.locator(".compare-link a").click()  # the previous run of the same pipeline
+    expect(page.locator("h1")).to_contain_text("demo-a")
+    expect(page.locator("table.compare-runs")).to_contain_text("pipeline")
+    expect(page.locator("table.compare-stages th.stage-name")).to_have_count(6)
+    expect(page.locator("table.compare-metrics")).to_contain_text("blessed")
+    page.locator("table.compare-stages th.stage-name a", has_text="model").click()
+    expect(page.locator("h1")).to_contain_text("two runs")  # that stage's own comparison
+    page.goto(server.url + "/runs/small/compare?with=demo-a")
+    expect(page.locator("table.compare-stages th.stage-name").first).to_have_text(XSS)
+    assert page.locator("script:not([src])").count() == 0
+    assert page.problems == []
+
+
 def test_markup_shows_as_text(server, page):
     page.goto(server.url + "/runs/small")
     expect(page.locator("table.stages tbody tr.stage-row td").first).to_have_text(XSS)

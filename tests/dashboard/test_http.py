@@ -193,3 +193,29 @@ def test_sigterm_stops_the_server_with_a_stream_open(root, folder):
         assert took < 6 and running.process.returncode is not None
     finally:
         driver.wait(timeout=120)
+
+
+def test_two_whole_runs_compare_side_by_side(server):
+    run_page = httpx.get(server.url + "/runs/demo-b").text
+    assert 'href="/runs/demo-b/compare?with=demo-a"' in run_page  # the previous run, linked
+    answer = httpx.get(server.url + "/runs/demo-b/compare")  # default: the previous run
+    assert answer.status_code == 200
+    csp = answer.headers["content-security-policy"]
+    assert "default-src 'self'" in csp and "<style" not in answer.text
+    page = answer.text
+    assert "demo-a" in page and "demo-b" in page
+    assert page.count('class="status st-cached"') >= 5  # demo-b's stages came from the cache
+    assert "evaluation" in page and "blessed" in page  # evaluation metrics, both sides
+    # Every stage appears, each linking to its own stage comparison.
+    shown = httpx.get(server.url + "/api/runs/demo-a").json()["stages"]
+    for stage in shown:
+        assert f'/runs/demo-b/stages/{stage["name"]}/compare?with=demo-a' in page
+
+
+def test_run_compare_escapes_names_and_refuses_unknown_runs(server):
+    page = httpx.get(server.url + "/runs/small/compare?with=demo-a").text
+    assert XSS not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert httpx.get(server.url + "/runs/small/compare?with=nope").status_code == 404
+    assert httpx.get(server.url + "/runs/nope/compare?with=small").status_code == 404
+    first = httpx.get(server.url + "/runs/demo-a/compare")  # nothing before it to compare
+    assert first.status_code == 404 and "?with=RUN_ID" in first.text
