@@ -12,8 +12,6 @@ from rich.table import Table
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
 from seqline.orchestration.options import AsJson, RootUrl, Store, opened, unwrapped_table
-from seqline.orchestration.store.rebuild import index_runs
-from seqline.pipeline.storage import open_root
 
 __all__ = ["runs_app", "store_app"]
 
@@ -91,8 +89,7 @@ def rebuild_command(root: RootUrl = str(DEFAULT_ROOT),
                     store: Store = DEFAULT_STORE) -> None:
     """Recreate the store's rows from ROOT/runs/*/run.json and the stage manifests."""
     with opened(root, store) as runs:
-        # index_runs itself: RunStore.rebuild takes a local Path only
-        added = index_runs(runs.engine, open_root(root))
+        added = runs.rebuild(root)
         url = runs.url
     typer.echo(f"indexed {added} run(s) from {str(root).rstrip('/')}/runs into {url}")
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import shlex
 import textwrap
 from datetime import datetime
-from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from seqline.orchestration.schedule.launch import root_text
 from seqline.orchestration.schedule.times import explain, zone
 from seqline.orchestration.store.schedules import Schedule
+from seqline.pipeline.storage import Folder, is_remote
 
 __all__ = ["airflow_dag"]
 
@@ -66,12 +67,12 @@ with DAG(
 '''
 
 
-def airflow_dag(schedule: Schedule, root: Path, store: str | None) -> str:
+def airflow_dag(schedule: Schedule, root: Folder, store: str | None) -> str:
     """The text of a DAG file that runs the schedule's pipeline as seqline's scheduler would.
 
     Args:
         schedule: the schedule.
-        root: the artifact root the runs write under (made absolute).
+        root: the artifact root the runs write under (a folder, made absolute, or a URL).
         store: the run store URL, if not SQLite under the root. One with a password is not
             written into the file: the task reads it from $SEQLINE_STORE.
 
@@ -82,8 +83,7 @@ def airflow_dag(schedule: Schedule, root: Path, store: str | None) -> str:
     start = (schedule.start or schedule.created).astimezone(zone(schedule.tz))
     end = schedule.end.astimezone(zone(schedule.tz)) if schedule.end else None
     catchup, catchup_note = CATCHUP[schedule.catchup]
-    command = [*_words("seqline", "run", schedule.pipeline, "--root",
-                       str(Path(root).resolve())),
+    command = [*_words("seqline", "run", schedule.pipeline, "--root", root_text(root)),
                "--run-id", RUN_ID.format(name=schedule.name),
                *_words("--trigger", "schedule", "--runner", schedule.runner, "--workers",
                        str(schedule.workers))]
@@ -94,6 +94,10 @@ def airflow_dag(schedule: Schedule, root: Path, store: str | None) -> str:
                "\n        append_env=True,")
     elif store:
         command += _words("--store", store)
+    elif is_remote(root):
+        env = ("\n        # An object-store root holds no database: without --store each worker "
+               "keeps\n        # its own run store (~/.seqline/stores); export with --store "
+               "to share one.")
     return TEMPLATE.format(
         name=schedule.name, dag_id=f"seqline_{schedule.name}", cron=schedule.cron,
         tz=schedule.tz, explanation=explain(schedule.cron), start=_args(start),

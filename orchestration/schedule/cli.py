@@ -12,7 +12,7 @@ import typer
 
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import AsJson, Root, RunnerName, Store, opened
+from seqline.orchestration.options import AsJson, RootUrl, RunnerName, Store, fail, opened
 from seqline.orchestration.schedule.airflow import airflow_dag
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.schedule.views import (
@@ -23,6 +23,8 @@ from seqline.orchestration.schedule.views import (
 )
 from seqline.orchestration.store import schedules as db
 from seqline.orchestration.store.rows import now
+from seqline.pipeline.errors import SeqlineError
+from seqline.pipeline.storage import open_root
 
 __all__ = ["register", "schedule_app"]
 
@@ -86,7 +88,7 @@ def add_command(
     start: Annotated[str | None, typer.Option(
         help="No fire time before this ISO time (no offset: in --tz).")] = None,
     end: Annotated[str | None, typer.Option(help="No fire time after this ISO time.")] = None,
-    root: Root = DEFAULT_ROOT,
+    root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
 ) -> None:
     """Add a schedule: PIPELINE runs at each fire time of --cron in --tz."""
@@ -104,7 +106,7 @@ def add_command(
 
 
 @schedule_app.command("list")
-def list_command(root: Root = DEFAULT_ROOT, store: Store = DEFAULT_STORE,
+def list_command(root: RootUrl = str(DEFAULT_ROOT), store: Store = DEFAULT_STORE,
                  as_json: AsJson = False) -> None:
     """List the schedules with their next fire time."""
     with opened(root, store) as runs:
@@ -123,7 +125,7 @@ def show_command(
                                                                   "times to list.")] = 5,
     ticks: Annotated[int, typer.Option(min=1, help="At most this many ticks, newest "
                                                    "first.")] = 50,
-    root: Root = DEFAULT_ROOT,
+    root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
     as_json: AsJson = False,
 ) -> None:
@@ -141,18 +143,20 @@ def show_command(
 
 
 @schedule_app.command("pause")
-def pause_command(name: Name, root: Root = DEFAULT_ROOT, store: Store = DEFAULT_STORE) -> None:
+def pause_command(name: Name, root: RootUrl = str(DEFAULT_ROOT),
+                  store: Store = DEFAULT_STORE) -> None:
     """Pause a schedule: no tick is recorded until it is resumed (runs going go on)."""
     _set_paused(name, True, root, store)
 
 
 @schedule_app.command("resume")
-def resume_command(name: Name, root: Root = DEFAULT_ROOT, store: Store = DEFAULT_STORE) -> None:
+def resume_command(name: Name, root: RootUrl = str(DEFAULT_ROOT),
+                   store: Store = DEFAULT_STORE) -> None:
     """Resume a schedule: it fires from now on (the paused time is not caught up)."""
     _set_paused(name, False, root, store)
 
 
-def _set_paused(name: str, paused: bool, root: Path, store: str | None) -> None:
+def _set_paused(name: str, paused: bool, root: str, store: str | None) -> None:
     with opened(root, store) as runs:
         db.get_schedule(runs.engine, name)  # an unknown name: exit 2, with the closest
         db.set_paused(runs.engine, name, paused, now())
@@ -160,7 +164,8 @@ def _set_paused(name: str, paused: bool, root: Path, store: str | None) -> None:
 
 
 @schedule_app.command("remove")
-def remove_command(name: Name, root: Root = DEFAULT_ROOT, store: Store = DEFAULT_STORE) -> None:
+def remove_command(name: Name, root: RootUrl = str(DEFAULT_ROOT),
+                   store: Store = DEFAULT_STORE) -> None:
     """Remove a schedule and its ticks; its runs stay in the run store."""
     with opened(root, store) as runs:
         db.get_schedule(runs.engine, name)
@@ -172,12 +177,15 @@ def remove_command(name: Name, root: Root = DEFAULT_ROOT, store: Store = DEFAULT
 def export_command(
     name: Name,
     to: Annotated[Target, typer.Option("--to", help="The orchestrator.")] = Target.airflow,
-    root: Root = DEFAULT_ROOT,
+    root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
 ) -> None:
     """Print the schedule as an Airflow DAG file (same cron, zone, catch-up; one run at a time)."""
-    with opened(root, store) as runs:
+    with opened(root, store) as runs:  # a bad --root exits 2 here, with one line
         schedule = db.get_schedule(runs.engine, name)
-    sys.stdout.write(airflow_dag(schedule, root, store))
+    try:
+        sys.stdout.write(airflow_dag(schedule, open_root(root), store))
+    except SeqlineError as exc:
+        fail(str(exc))
 
 

@@ -15,19 +15,22 @@ from rich.table import Table
 
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import Root, Store, fail, opened
+from seqline.orchestration.options import RootUrl, Store, fail, opened
 from seqline.orchestration.schedule.backfill import Backfill
 from seqline.orchestration.schedule.daemon import LeaseLost, Scheduler
-from seqline.orchestration.schedule.launch import ProcessLauncher
+from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
 from seqline.orchestration.schedule.runs import HOST
 from seqline.orchestration.schedule.times import parse_time
 from seqline.orchestration.store import schedules as db
 from seqline.orchestration.store.rows import iso, now
+from seqline.pipeline.errors import SeqlineError
+from seqline.pipeline.storage import Folder, open_root
 
 __all__ = ["backfill", "scheduler"]
 
 Logs = Annotated[Path | None, typer.Option(
-    help="Folder of the runs' output, one RUN_ID.log each (default: ROOT/logs).")]
+    help="Folder of the runs' output, one RUN_ID.log each (default: ROOT/logs; for an "
+         "object-store root, ~/.seqline/logs/<root as a name>).")]
 
 
 def log(line: str) -> None:
@@ -37,7 +40,7 @@ def log(line: str) -> None:
 
 
 def scheduler(
-    root: Root = DEFAULT_ROOT,
+    root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
     logs: Logs = None,
     interval: Annotated[float, typer.Option(
@@ -57,9 +60,10 @@ def scheduler(
 
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, on_signal)
-    folder = (logs or root / "logs").resolve()
+    where = _root(root)
+    folder = logs_folder(where, logs)
     with opened(root, store) as runs:
-        launcher = ProcessLauncher(root.resolve(), store, folder)
+        launcher = ProcessLauncher(where, store, folder)
         daemon = Scheduler(runs, launcher, log=log)
         daemon.acquire()  # a second scheduler: LeaseHeld, exit 2 (see `opened`)
         active = [s for s in db.list_schedules(runs.engine) if not s.paused]
@@ -83,7 +87,7 @@ def backfill(
     end: Annotated[str, typer.Option("--to", help="Last time of the range (ISO).")],
     max_active: Annotated[int, typer.Option(min=1, help="At most this many runs at once.")]
         = 1,
-    root: Root = DEFAULT_ROOT,
+    root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
     logs: Logs = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
@@ -93,12 +97,13 @@ def backfill(
 
     Waits for the runs. Running the same backfill again finishes what is left of it.
     """
-    folder = (logs or root / "logs").resolve()
+    where = _root(root)
+    folder = logs_folder(where, logs)
     with opened(root, store) as runs:
         schedule = db.get_schedule(runs.engine, name)
         first = parse_time(start, schedule.tz, "--from")
         last = parse_time(end, schedule.tz, "--to")
-        launcher = ProcessLauncher(root.resolve(), store, folder)
+        launcher = ProcessLauncher(where, store, folder)
         try:
             outcome = Backfill(runs, launcher, log=log).run(schedule, first, last, max_active)
         except KeyboardInterrupt:
@@ -114,6 +119,14 @@ def backfill(
     if any(r["run_status"] != "succeeded" for r in rows if r["status"] == "launched") or \
             any(r["status"] == "failed" for r in rows):
         raise typer.Exit(1)
+
+
+def _root(text: str) -> Folder:
+    """--root opened (a bad URL: exit 2 with one line before anything starts)."""
+    try:
+        return open_root(text)
+    except SeqlineError as exc:
+        fail(str(exc))
 
 
 def _outcome_table(name: str, rows: list[dict]) -> Table:

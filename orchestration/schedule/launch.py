@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -10,8 +11,10 @@ from pathlib import Path
 from typing import Protocol
 
 from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.storage import Folder, fspath, slug
 
-__all__ = ["LaunchRequest", "Launcher", "ProcessLauncher", "seqline_executable"]
+__all__ = ["LaunchRequest", "Launcher", "ProcessLauncher", "logs_folder", "root_text",
+           "seqline_executable"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,27 @@ def seqline_executable() -> str:
     return str(beside) if beside.exists() else "seqline"
 
 
+def root_text(root: Folder) -> str:
+    """`--root` for a run started elsewhere: an absolute path (the run's working folder may
+    differ), or the URL of an object-store root as it is."""
+    return str(root.resolve()) if isinstance(root, Path) else fspath(root)
+
+
+def logs_folder(root: Folder, logs: Path | None) -> Path:
+    """Where the runs' RUN_ID.log files go: --logs, else ROOT/logs for a local root.
+
+    A log is appended to line by line while its run goes, which an object store cannot do:
+    for an object-store root they stay on this machine, in $SEQLINE_HOME/logs/<root as a
+    name> (~/.seqline without $SEQLINE_HOME), beside its default run store.
+    """
+    if logs is not None:
+        return logs.resolve()
+    if isinstance(root, Path):
+        return (root / "logs").resolve()
+    home = Path(os.environ.get("SEQLINE_HOME") or Path.home() / ".seqline")
+    return (home / "logs" / slug(fspath(root))).resolve()
+
+
 class ProcessLauncher:
     """Launch each run as `seqline run PIPELINE … --run-id ID --trigger T`, detached.
 
@@ -57,15 +81,15 @@ class ProcessLauncher:
     crashes cannot take the scheduler down. Its output goes to `LOGS/RUN_ID.log`.
     """
 
-    def __init__(self, root: Path, store: str | None, logs: Path,
+    def __init__(self, root: Folder, store: str | None, logs: Path,
                  executable: str | None = None) -> None:
         """Args:
-            root: the artifact root the runs write under (`--root`).
+            root: the artifact root the runs write under (`--root`): a folder or a URL.
             store: the run store URL (`--store`), or None for SQLite under the root.
             logs: the folder of the runs' log files.
             executable: the seqline script (default: `seqline_executable()`).
         """
-        self.root = Path(root)
+        self.root = root_text(root)
         self.store = store
         self.logs = Path(logs)
         self.executable = executable or seqline_executable()
@@ -73,7 +97,7 @@ class ProcessLauncher:
 
     def command(self, request: LaunchRequest) -> list[str]:
         """The command line of a run."""
-        command = [self.executable, "run", request.pipeline, "--root", str(self.root),
+        command = [self.executable, "run", request.pipeline, "--root", self.root,
                    "--run-id", request.run_id, "--trigger", request.trigger,
                    "--runner", request.runner, "--workers", str(request.workers)]
         return command + (["--store", self.store] if self.store else [])

@@ -27,6 +27,7 @@ from seqline.orchestration.store.tables import (
 )
 from seqline.orchestration.store.views import cached_stage, run_detail, run_summary
 from seqline.pipeline.errors import ConfigError, InternalError
+from seqline.pipeline.storage import Folder, open_root
 
 __all__ = ["DB_FILE", "RunIdTaken", "RunStore"]
 
@@ -438,15 +439,15 @@ class RunStore:
                                 .order_by(samples.c.t))
             return [dict(r._mapping) for r in rows]
 
-    def rebuild(self, root: Path) -> int:
+    def rebuild(self, root: Folder | str) -> int:
         """Index the runs under `<root>/runs/` that the store lacks (a lost store, recreated).
 
         Args:
-            root: the artifact root.
+            root: the artifact root: a folder, a `Location`, or its text (a path or a URL).
 
         Returns:
             How many runs were added.
         """
         from seqline.orchestration.store.rebuild import index_runs  # rarely used: load late
 
-        return index_runs(self.engine, Path(root))
+        return index_runs(self.engine, open_root(root))
