@@ -1,32 +1,36 @@
-"""The Beam runner: a map stage as one composite PTransform, order restored by block index."""
+"""The Beam runner: a map stage as one Beam job of SeqlineMap, order restored by block index."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import pickle
-import shutil
-import tempfile
 import threading
+import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import apache_beam as beam
 import psutil
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from fsspec.core import url_to_fs
 
 from seqline.orchestration.processes import scratch_dir, stop_children
-from seqline.orchestration.runners.base import Runner, poisoned
-from seqline.pipeline.blocks import Block
+from seqline.orchestration.runners.base import Runner
+from seqline.orchestration.runners.beam_transforms import (
+    ReadBlocks,
+    SeqlineMap,
+    block_name,
+    put,
+    read_result,
+    result_name,
+)
+from seqline.pipeline.blocks import Block, batch_to_ipc
+from seqline.pipeline.errors import Cancelled, ConfigError
 from seqline.pipeline.stage import BlockResult, MapTask
 
-__all__ = ["BeamRunner", "RunMapStage"]
-
-log = logging.getLogger("seqline")
+__all__ = ["BeamRunner", "SeqlineMap"]
 
 SDK_WORKER = "apache_beam.runners.worker.sdk_worker_main"  # in its processes' command lines
 WATCH_SECONDS = 0.2  # how often a running job's SDK workers are checked
@@ -35,198 +39,203 @@ SCAN_EVERY = 5  # checks between two looks for new SDK workers (one look: ~2 ms 
 BeamMode = Literal["in_memory", "multi_threading", "multi_processing"]
 
 
-def _block_name(index: int) -> str:
-    return f"block-{index:09d}.pkl"  # zero-padded: names sort in block order
-
-
-def _run_spilled(path: str, task: MapTask, out_dir: str) -> str:
-    """Run one spilled block, once: Beam runs a bundle again when its worker died.
-
-    Each attempt leaves a marker while it runs, so one that killed its worker is still there
-    when Beam retries: a block already done is skipped, and one that killed its worker
-    `task.retries` + 1 times is given up as poisoned instead of killing workers for ever.
-    """
-    out, name = Path(out_dir), Path(path).name  # a result is named as its spilled block
-    if (out / name).exists():
-        return name
-    with open(path, "rb") as f:
-        block: Block = pickle.load(f)
-    attempt = 1 + len(list(out.glob(f"{name}.attempt-*")))
-    if attempt > task.retries + 1:
-        result = poisoned(task.stage, block, attempt - 1)
-    else:
-        if attempt > 1:
-            log.warning("stage %r: the worker running block %d (first seq %s) died; running "
-                        "it again (attempt %d of %d)", task.stage, block.index,
-                        block.first_seq, attempt, task.retries + 1)
-        marker = out / f"{name}.attempt-{attempt}.{os.getpid()}"  # the pid: see _run_surviving
-        marker.touch()
-        result = task(block)
-    partial = out / f".{name}.tmp-{os.getpid()}"
-    with open(partial, "wb") as f:
-        pickle.dump(result, f, protocol=5)  # protocol 5: Arrow buffers without extra copies
-    os.replace(partial, out / name)  # a worker killed mid-write leaves no half result
-    if attempt <= task.retries + 1:
-        marker.unlink()
-    return name
-
-
-class RunMapStage(beam.PTransform):
-    """Spilled block paths -> the task's results, written beside them as block files.
-
-    PCollections have no order, so nothing here trusts element order: each result is written
-    under its block index and the driver reads them back by index.
-    """
-
-    def __init__(self, task: MapTask, out_dir: str) -> None:
-        super().__init__()
-        self.task, self.out_dir = task, out_dir
-
-    def expand(self, paths: Any) -> Any:
-        return (paths
-                | "SpreadBlocks" >> beam.Reshuffle()  # else one bundle -> one worker
-                | "RunStage" >> beam.Map(_run_spilled, self.task, self.out_dir))
-
-
 class BeamRunner(Runner):
-    """Runs each map stage as one Beam pipeline: DirectRunner's FnApiRunner by default.
+    """Runs each map stage as one Beam job of `SeqlineMap`: Beam's FnApiRunner by default.
 
     The FnApiRunner is named explicitly rather than "DirectRunner", which since Beam 2.68
     first tries the Prism runner, a binary it downloads: runs here stay offline and repeatable.
-    `mode` picks the FnApiRunner's execution (in_memory: one thread; multi_processing:
-    `workers` SDK worker processes). Any other Beam runner (Flink, Spark, Dataflow) is chosen
-    with `options`, e.g. ["--runner=FlinkRunner", "--flink_master=host:8081"].
+    `mode` picks the FnApiRunner's execution (in_memory: one thread; multi_threading: threads;
+    multi_processing: `workers` SDK worker processes). Any other Beam runner is chosen with
+    `options`, e.g. ["--runner=FlinkRunner", "--flink_master=host:8081",
+    "--temp_location=s3://bucket/tmp"].
 
-    Blocks are spilled to files first and results come back as files named by block index,
-    so the stage is a batch job: it starts when its input is complete, and the window bounds
-    memory on the driver but not Beam's own scheduling (see docs/decisions.md).
+    Blocks and results travel through a scratch location that the driver and every worker
+    reach, one folder per stage job, removed when the stage ends: `scratch` if given (a fsspec
+    URL, e.g. under the artifact root), else the `--temp_location` of `options`; on the
+    FnApiRunner without either, process memory (`memory://`, in_memory and multi_threading:
+    the workers are threads of this process) or a local temp folder (multi_processing: the
+    workers are processes of this machine). A cluster runner with neither is a ConfigError.
+
+    A stage is a batch job: it starts when its input is complete. The driver holds one block
+    at a time (each is written out as it arrives, and results are read back one by one, in
+    block order); the scratch location holds the stage's whole input and output meanwhile.
     """
 
     name = "beam"
 
     def __init__(self, workers: int = 2, window: int | None = None,
                  mode: BeamMode = "multi_processing", options: list[str] | None = None,
-                 temp_dir: str | None = None) -> None:
+                 scratch: str | None = None) -> None:
         super().__init__(workers, window)
         self.mode = mode
         self.options = list(options or [])
-        self.temp_dir = temp_dir
-        self._work: set[Path] = set()  # the stages' spill folders, while they run
+        given = scratch or PipelineOptions(self.options).get_all_options().get("temp_location")
+        self.scratch: str | None = given.rstrip("/") if given else None
+        if self.scratch is None and not self._on_fn_api_runner:
+            raise ConfigError(
+                "runner beam: a Beam runner other than the FnApiRunner needs a location that "
+                "its workers and this driver both reach, for the blocks and their results. "
+                "Pass --temp_location=<URL> in the Beam options (gs://…, s3://…, hdfs://…).")
+        self._work: set[str] = set()  # the stages' scratch folders, while they run
         self._aborted = False
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
                    ordered: bool = True) -> Iterator[BlockResult]:
-        work = scratch_dir("beam", task.stage) if self.temp_dir is None else \
-            Path(tempfile.mkdtemp(prefix=f"seqline-beam-{task.stage}-", dir=self.temp_dir))
+        work = self._scratch_for(task.stage)
         self._work.add(work)
         try:
-            paths = self._spill(blocks, work / "in")
-            self.peaks[task.stage] = min(len(paths), self._parallelism)
-            out_dir = work / "out"
-            out_dir.mkdir()
-            self._run_surviving(task, paths, out_dir)
-            # Markers left behind are attempts whose worker died (see _run_spilled).
-            died = len(list(out_dir.glob("*.attempt-*")))
+            indices = self._spill(blocks, f"{work}/in")
+            self.peaks[task.stage] = min(len(indices), self._parallelism)
+            out = f"{work}/out"
+            fs, path = url_to_fs(out)
+            fs.makedirs(path, exist_ok=True)
+            self._run_surviving(task, work, indices)
+            # Markers left behind are attempts whose worker died (see _run_block).
+            died = len(_attempt_markers(out))
             if died:
                 self.block_retries[task.stage] = self.block_retries.get(task.stage, 0) + died
-            names = sorted(p.name for p in out_dir.glob("block-*.pkl"))
-            for name in names:
-                with open(out_dir / name, "rb") as f:
-                    result: BlockResult = pickle.load(f)
+            for index in indices:  # block order, whatever order the job finished them in
+                result = read_result(f"{out}/{result_name(index)}")
                 result.raise_if_failed()
                 yield result
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            _remove(work)
             self._work.discard(work)
 
     def abort(self) -> None:
-        """Stop the SDK worker processes (multi_processing) and remove the blocks spilled
-        for the stages; their jobs are left on daemon threads (see _run_surviving)."""
+        """Stop the SDK worker processes (multi_processing) and remove the stages' scratch
+        folders; their jobs are left on daemon threads (see _run_surviving)."""
         self._aborted = True
         stop_children(SDK_WORKER)
         for work in list(self._work):
-            shutil.rmtree(work, ignore_errors=True)
+            _remove(work)
 
-    def _run_surviving(self, task: MapTask, paths: list[str], out_dir: Path) -> None:
+    @property
+    def _on_fn_api_runner(self) -> bool:
+        return not any(o.startswith("--runner") for o in self.options)
+
+    @property
+    def _local_processes(self) -> bool:
+        """The FnApiRunner's worker processes: this runner, not Beam, retries their deaths."""
+        return self._on_fn_api_runner and self.mode == "multi_processing"
+
+    def _scratch_for(self, stage: str) -> str:
+        if self.scratch is not None:
+            return f"{self.scratch}/seqline-beam-{os.getpid()}-{stage}-{uuid.uuid4().hex[:8]}"
+        if self._local_processes:
+            return str(scratch_dir("beam", stage))
+        return f"memory://seqline-beam-{os.getpid()}-{stage}-{uuid.uuid4().hex[:8]}"
+
+    def _run_surviving(self, task: MapTask, work: str, indices: list[int]) -> None:
         """Run the stage's Beam job until every block has a result, through worker deaths.
 
         When an SDK worker process dies, Beam's FnApiRunner (multi_processing) waits for its
         bundle for ever (seen with Beam 2.77). So the job is watched: on a death, its other
         workers are stopped and a new job runs the blocks that have no result yet. The dead
-        block's marker makes that its next attempt (see _run_spilled). A job stuck that way
-        is left on a daemon thread; on Flink, Spark or Dataflow the engine retries bundles
-        itself and this watch never fires.
+        block's marker makes that its next attempt (see _run_block). A job stuck that way
+        is left on a daemon thread. On Flink, Spark or Dataflow the engine retries bundles
+        itself: no markers are written and this watch never fires.
         """
-        while missing := [p for p in paths if not (out_dir / Path(p).name).exists()]:
+        fs, out = url_to_fs(f"{work}/out")
+        done = set(fs.ls(out, detail=False)) if fs.exists(out) else set()
+        while missing := [i for i in indices if f"{out}/{result_name(i)}" not in done]:
             job: Future[None] = Future()
-            threading.Thread(target=self._job, args=(job, task, missing, str(out_dir)),
+            threading.Thread(target=self._job, args=(job, task, work, missing),
                              daemon=True, name=f"seqline-beam-{task.stage}").start()
-            if not self._died_during(job):
+            dead = self._died_during(job)
+            if not dead:
+                if self._aborted:  # the job is left on its daemon thread, as a stuck one is
+                    raise Cancelled("the run was cancelled")
                 job.result()  # the job's own error, if it failed
                 return
             stopped = stop_children(SDK_WORKER)
-            for marker in out_dir.glob("*.attempt-*"):  # only the dead worker's block is
-                if int(marker.suffix[1:]) in stopped:    # charged an attempt
-                    marker.unlink(missing_ok=True)
+            # Only the dead worker's block is charged an attempt (a dead worker not yet reaped
+            # is a zombie, which stop_children may count as stopped).
+            for marker in _attempt_markers(f"{work}/out"):
+                if int(marker.rsplit(".", 1)[1]) in stopped - dead:
+                    fs.rm_file(marker)
+            fs.invalidate_cache(out)
+            done = set(fs.ls(out, detail=False))
 
-    def _job(self, job: Future[None], task: MapTask, paths: list[str], out_dir: str) -> None:
+    def _job(self, job: Future[None], task: MapTask, work: str, indices: list[int]) -> None:
         try:
-            self._run_pipeline(task, paths, out_dir)
+            self._run_pipeline(task, work, indices)
             job.set_result(None)
         except BaseException as exc:
             job.set_exception(exc)
 
-    def _died_during(self, job: Future[None]) -> bool:
-        """Wait for `job`; True if one of its SDK workers died first (the job then hangs)."""
+    def _died_during(self, job: Future[None]) -> set[int]:
+        """Wait for `job`; the pids of its SDK workers that died first (the job then hangs)."""
+        # Workers of an earlier job may not have exited (or been reaped) yet: not this job's.
+        earlier = set(_sdk_workers())
         seen: dict[int, psutil.Process] = {}
         looks = 0
         while not job.done():
             if looks % SCAN_EVERY == 0:  # finding new workers reads all of /proc: not often
-                for child in psutil.Process().children(recursive=True):
-                    with contextlib.suppress(psutil.Error):
-                        if SDK_WORKER in " ".join(child.cmdline()):
-                            seen.setdefault(child.pid, child)
+                for pid, child in _sdk_workers().items():
+                    if pid not in earlier:
+                        seen.setdefault(pid, child)
             looks += 1
             if self._aborted:
-                return False
+                return set()
             gone = [p for p in seen.values() if not p.is_running()
                     or p.status() == psutil.STATUS_ZOMBIE]
             if gone:  # Beam stops its workers as a job ends: give an ending job a moment
                 with contextlib.suppress(TimeoutError):
                     job.exception(timeout=1.0)
-                return not job.done()
+                return set() if job.done() else {p.pid for p in gone}
             with contextlib.suppress(TimeoutError):
                 job.exception(timeout=WATCH_SECONDS)
-        return False
+        return set()
 
-    def _spill(self, blocks: Iterable[Block], folder: Path) -> list[str]:
-        folder.mkdir(parents=True)
-        paths = []
+    def _spill(self, blocks: Iterable[Block], folder: str) -> list[int]:
+        """Write each block's Arrow IPC bytes into `folder` as it arrives; their indices."""
+        fs, path = url_to_fs(folder)
+        fs.makedirs(path, exist_ok=True)
+        indices = []
         for block in blocks:
-            path = folder / _block_name(block.index)
-            with open(path, "wb") as f:
-                pickle.dump(block, f, protocol=5)
-            paths.append(str(path))
-        in_flight: int = min(len(paths), self._parallelism)
+            put(f"{folder}/{block_name(block.index)}", batch_to_ipc(block.batch))
+            indices.append(block.index)
+        in_flight: int = min(len(indices), self._parallelism)
         self.max_in_flight = max(self.max_in_flight, in_flight)
-        return paths
+        return indices
 
     @property
     def _parallelism(self) -> int:
         return 1 if self.mode == "in_memory" else min(self.workers, self.window)
 
-    def _run_pipeline(self, task: MapTask, paths: list[str], out_dir: str) -> None:
+    def _run_pipeline(self, task: MapTask, work: str, indices: list[int]) -> None:
         options = PipelineOptions([
             f"--direct_running_mode={self.mode}",
             f"--direct_num_workers={self._parallelism}",
             *self.options,
         ])
-        with beam.Pipeline(runner=self._runner(), options=options) as p:
+        urls = [(i, f"{work}/in/{block_name(i)}") for i in indices]
+        runner = FnApiRunner() if self._on_fn_api_runner else None  # else the user's --runner
+        with beam.Pipeline(runner=runner, options=options) as p:
             _ = (p
-                 | "Blocks" >> beam.Create(paths, reshuffle=False)
-                 | task.stage >> RunMapStage(task, out_dir))
+                 | "Blocks" >> beam.Create(urls, reshuffle=False)
+                 | "ReadBlocks" >> ReadBlocks()
+                 | task.stage >> SeqlineMap(task, f"{work}/out",
+                                            count_attempts=self._local_processes))
 
-    def _runner(self) -> Any:
-        if any(o.startswith("--runner") for o in self.options):
-            return None  # the user's --runner in options wins
-        return FnApiRunner()
+
+def _sdk_workers() -> dict[int, psutil.Process]:
+    found = {}
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if SDK_WORKER in " ".join(child.cmdline()):
+                found[child.pid] = child
+    return found
+
+
+def _attempt_markers(folder: str) -> list[str]:
+    fs, path = url_to_fs(folder)
+    fs.invalidate_cache(path)
+    return list(fs.glob(f"{path}/*.attempt-*"))
+
+
+def _remove(url: str) -> None:
+    fs, path = url_to_fs(url)
+    with contextlib.suppress(FileNotFoundError, OSError):
+        fs.rm(path, recursive=True)

@@ -177,14 +177,16 @@ def _status(run: Run) -> str:
 def _worker_running(run: Run, stage: str, runner: str) -> psutil.Process:
     """A worker process in the middle of one of `stage`'s blocks, once a block is done.
 
-    Local workers mark the block they run (local_worker.py); Ray titles a worker after its
-    task (ray::_run); a Beam job runs only `stage` while its results appear.
+    Local workers and Beam's (beam_transforms.py) mark the block they run; Ray titles a worker
+    after its task (ray::_run).
     """
     def found() -> psutil.Process | None:
-        if runner == "beam":
-            if any(Path(tempfile.gettempdir()).glob(
-                    f"seqline-beam-{run.process.pid}-{stage}-*/out/block-*")):
-                return next((p for p in run.started.values() if _beam_worker(p)), None)
+        if runner == "beam":  # its attempt markers name the worker running each block
+            for mark in Path(tempfile.gettempdir()).glob(
+                    f"seqline-beam-{run.process.pid}-{stage}-*/out/block-*.attempt-1.*"):
+                pid = int(mark.name.rsplit(".", 1)[1])
+                if pid in run.started and _beam_worker(run.started[pid]):
+                    return run.started[pid]
             return None
         if not run.stage_tmp(stage):
             return None
@@ -217,7 +219,7 @@ def test_worker_killed_mid_preprocess_costs_a_retry(folder, calm, runner):
     run.wait()
     _same_as_calm(run, calm)
     if runner != "ray":  # Ray retries inside its core worker, saying nothing
-        assert "died; running it again (attempt 2 of 4)" in run.err
+        assert "died; running it again (attempt 2 of 4)" in run.err, run.err[-6000:]
         stages = {s["name"]: s for s in _show(run)["stages"]}
         assert stages["features"]["block_retries"] == 1  # recorded in the run store
     assert run.left_behind() == []

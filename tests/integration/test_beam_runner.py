@@ -1,0 +1,123 @@
+"""The Beam runner with no driver-local paths: blocks and results through a shared location.
+
+Cluster runners (Dataflow, Flink, Spark) cannot run here (ORCHESTRATION.md §5), so readiness
+is shown the way it would break: the FnApiRunner's worker *processes* run the stage with every
+byte they exchange with the driver on the S3 server, and with a temp folder nobody may use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+import apache_beam as beam
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+from seqline.components import preprocess
+from seqline.components import stage as new_stage
+from seqline.orchestration.runners.beam import BeamRunner, SeqlineMap
+from seqline.orchestration.runners.beam_transforms import read_result, result_name
+from seqline.pipeline.blocks import SEQ, batch_to_ipc, to_blocks
+from seqline.pipeline.errors import ConfigError, StageError
+from tests.conftest import USERFNS
+from tests.s3 import s3_root, s3_server  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.integration
+
+
+@dataclasses.dataclass(frozen=True)
+class ArrowShards:
+    """A sink that writes each block's output as an Arrow IPC shard under a fsspec URL."""
+
+    url: str
+
+    def __call__(self, index: int, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict]:
+        name = f"shard-{index:06d}.arrow"
+        with fsspec.open(f"{self.url}/{name}", "wb") as f:
+            f.write(memoryview(batch_to_ipc(batch)))
+        return batch, {"path": name, "records": batch.num_rows}
+
+
+def _task(fn: str = "skewed", sink: ArrowShards | None = None, **kwargs):
+    """The preprocess task on a latency user function (random per block, seeded)."""
+    task = preprocess.make_task(new_stage("features", "preprocess",
+                                          {"fn": f"latency:{fn}", "fn_kwargs": kwargs}),
+                                USERFNS, USERFNS)
+    return dataclasses.replace(task, sink=sink)
+
+
+def _blocks(n: int = 600, block_records: int = 40):
+    return to_blocks([pa.record_batch({"x": np.arange(n, dtype=np.int64)})], block_records)
+
+
+def _seq(results) -> np.ndarray:
+    return np.concatenate([r.batch.column(SEQ).to_numpy() for r in results])
+
+
+@pytest.fixture
+def no_temp(tmp_path, monkeypatch) -> Path:
+    """An empty temp folder for this process and the workers it starts, to check it stays so."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def test_beam_multi_processing_with_scratch_on_s3_writes_nothing_local(s3_root, no_temp):  # noqa: F811
+    fs = fsspec.filesystem("s3")
+    runner = BeamRunner(workers=2, mode="multi_processing", scratch=f"{s3_root}/scratch")
+    task = _task(base_ms=5, sink=ArrowShards(f"{s3_root}/features"))
+    results = list(runner.map_blocks(task, _blocks()))
+    assert [r.index for r in results] == list(range(15))
+    assert np.array_equal(_seq(results), np.arange(600))
+    shards = sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{s3_root}/features"))
+    assert shards == [f"shard-{i:06d}.arrow" for i in range(15)]
+    assert [r.shard["path"] for r in results] == shards
+    assert list(no_temp.glob("seqline-beam-*")) == []
+    fs.invalidate_cache()
+    assert not fs.exists(f"{s3_root}/scratch")  # the stage's scratch folder is gone
+
+
+@pytest.mark.parametrize("mode", ["in_memory", "multi_threading"])
+def test_beam_in_process_modes_keep_blocks_off_the_disk(mode, no_temp):
+    results = list(BeamRunner(workers=2, mode=mode).map_blocks(_task(base_ms=2), _blocks()))
+    assert np.array_equal(_seq(results), np.arange(600))
+    assert list(no_temp.iterdir()) == []
+    assert fsspec.filesystem("memory").ls("/") == []  # the stage's memory folder is gone
+
+
+def test_beam_failure_on_s3_scratch_names_block_and_seq(s3_root):  # noqa: F811
+    runner = BeamRunner(workers=2, mode="multi_processing", scratch=f"{s3_root}/scratch")
+    with pytest.raises(StageError, match=r"stage 'features' failed on seq 50 \(block 1\)"):
+        list(runner.map_blocks(_task("boom_at", seq=50), _blocks()))
+
+
+def test_seqline_map_in_a_users_pipeline_writes_results_by_block_index(s3_root):  # noqa: F811
+    """The public transform as a Dataflow/Flink user composes it: elements in, results out."""
+    blocks = list(_blocks())
+    results_url = f"{s3_root}/results"
+    options = PipelineOptions(["--direct_running_mode=multi_processing",
+                               "--direct_num_workers=2"])
+    with beam.Pipeline(runner=FnApiRunner(), options=options) as p:
+        _ = (p
+             | beam.Create([(b.index, batch_to_ipc(b.batch).to_pybytes()) for b in blocks])
+             | beam.Reshuffle()
+             | SeqlineMap(_task(base_ms=5), results_url))
+    results = [read_result(f"{results_url}/{result_name(b.index)}") for b in blocks]
+    assert np.array_equal(_seq(results), np.arange(600))
+
+
+@pytest.mark.parametrize("options", [["--runner=FlinkRunner", "--flink_master=host:8081"],
+                                     ["--runner=DataflowRunner", "--project=p"]])
+def test_beam_cluster_runner_needs_a_shared_location(options):
+    with pytest.raises(ConfigError, match="--temp_location"):
+        BeamRunner(options=options)
+    runner = BeamRunner(options=[*options, "--temp_location=gs://bucket/tmp"])
+    assert runner.scratch == "gs://bucket/tmp"
