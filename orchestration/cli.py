@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import sys
 import time
@@ -19,9 +21,14 @@ from seqline.components.schema import schema_text
 from seqline.orchestration.api import execute
 from seqline.orchestration.console import console
 from seqline.orchestration.dashboard.cli import register as register_dashboard
-from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE, quiet_engines
+from seqline.orchestration.environment import (
+    DEFAULT_ROOT,
+    DEFAULT_STORE,
+    quiet_engines,
+    quiet_tensorflow,
+)
 from seqline.orchestration.executor import StageReport
-from seqline.orchestration.options import RunnerName
+from seqline.orchestration.options import RunnerName, output, reraise_if_debug
 from seqline.orchestration.runs_cli import runs_app, store_app
 from seqline.orchestration.schedule.cli import register as register_schedules
 from seqline.orchestration.verify import StageCheck, verify_run
@@ -43,6 +50,8 @@ register_dashboard(app)  # dashboard
 out = console()
 err = console(stderr=True)
 
+
+TENSORFLOW = ("train", "evaluate")  # the components that import TensorFlow in this process
 
 
 class Trigger(StrEnum):
@@ -68,9 +77,19 @@ def main(
     show_version: Annotated[bool, typer.Option(
         "--version", callback=_show_version, is_eager=True,
         help="Print the installed version and exit.")] = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Print errors only (the exit code tells the rest).")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Also print the engines' own lines (TensorFlow's C++ logs, "
+                                "absl, Beam, Ray), which are kept out by default.")] = False,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="On an error, print the full Python traceback, not one line (for a "
+                        "bug report).")] = False,
 ) -> None:
     """seqline: an ML pipeline that keeps every record in source order."""
-    quiet_engines()
+    output.quiet, output.verbose, output.debug = quiet, verbose, debug
+    out.quiet = quiet
+    quiet_engines(verbose)
 
 
 ROOT_HELP = ("Artifact root ($SEQLINE_ROOT): a folder or an fsspec URL (s3://bucket/prefix; "
@@ -98,6 +117,10 @@ def run(
         help="Join this Ray cluster instead of starting Ray locally.")] = None,
     beam_mode: Annotated[BeamMode, typer.Option(
         help="The FnApiRunner's mode.")] = BeamMode.multi_processing,
+    beam_option: Annotated[list[str] | None, typer.Option(
+        metavar="KEY=VALUE", help="A Beam pipeline option, repeated: e.g. runner=FlinkRunner, "
+                                  "temp_location=s3://bucket/tmp (another runner than the "
+                                  "FnApiRunner needs one).")] = None,
     check: Annotated[bool, typer.Option(
         "--verify/--no-verify", help="End with `seqline verify` of the run (reads every "
                                      "shard back).")] = True,
@@ -120,7 +143,12 @@ def run(
         engine["mode"] = beam_mode.value
     start = time.perf_counter()
     try:
+        if beam_option and runner is RunnerName.beam:
+            engine["options"] = _beam_options(beam_option)
         spec = load_pipeline(pipeline, COMPONENTS)
+        _check_root(root)
+        if not output.verbose and any(s.component in TENSORFLOW for s in spec.stages):
+            quiet_tensorflow()  # training runs in this process: keep TF's C++ start-up out
         with _progress(spec) as progress:
             result = execute(spec, runner=runner.value, root=root, store=store, run_id=run_id,
                              resume=resume, verify=check, cache=cache, progress=progress,
@@ -129,7 +157,7 @@ def run(
     except ConfigError as exc:
         _fail(f"Configuration error: {exc}", 2)
     except SeqlineError as exc:
-        _fail(f"Run failed: {exc}", 1)
+        _fail(f"Run failed: {_without_traceback(str(exc))}", 1)
     except Cancelled as exc:
         _fail(f"Run {exc.run_id} cancelled ({exc.signal}): its committed stages are kept, "
               f"nothing half-written is. Finish it with: seqline run {pipeline} --resume "
@@ -203,7 +231,8 @@ def _print_checks(run_id: str, checks: list[StageCheck]) -> bool:
 def _progress(spec):
     progress = Progress(SpinnerColumn(), TextColumn("{task.description:<16}"),
                         TextColumn("{task.fields[records]:>12,} records"), TimeElapsedColumn(),
-                        console=err, transient=True)
+                        console=err, transient=True,
+                        disable=output.quiet or not err.is_terminal)  # bars on a terminal only
     tasks = {s.name: progress.add_task(s.name, records=0) for s in spec.stages}
 
     class Tracker:
@@ -236,7 +265,73 @@ def _print_reports(reports: list[StageReport], seconds: float) -> None:
     out.print(table)
 
 
+# Beam options are recorded with the run (the run store, the dashboard): never a secret.
+SECRET = re.compile(r"key|secret|token|password|credential", re.I)
+
+
+def _beam_options(given: list[str]) -> list[str]:
+    """`--beam-option runner=FlinkRunner` -> Beam's `--runner=FlinkRunner`."""
+    options = []
+    for option in given:
+        key, sep, value = option.partition("=")
+        key = key.strip().lstrip("-")
+        if not sep or not key:
+            raise ConfigError(f"--beam-option {option!r}: expected KEY=VALUE, e.g. "
+                              "runner=FlinkRunner.")
+        if SECRET.search(key):
+            raise ConfigError(
+                f"--beam-option {key}: options are recorded with the run, so they must not "
+                "carry secrets; give credentials through the environment or the runner's own "
+                "configuration (e.g. GOOGLE_APPLICATION_CREDENTIALS, AWS_PROFILE).")
+        options.append(f"--{key}={value}")
+    return options
+
+
+def _check_root(root: str) -> None:
+    """A local root must be a folder seqline can write, before anything runs (a URL's
+    credentials and bucket are checked when the run store opens)."""
+    if "://" in root:
+        return
+    folder = Path(root)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--root {root}: cannot create it ({exc.strerror}). Give a folder "
+                          "you can write, or set $SEQLINE_ROOT.") from exc
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"--root {root}: not writable by this user. Give a folder you can "
+                          "write, or set $SEQLINE_ROOT.")
+
+
+WORKER_TRACEBACK = "\n\nWorker traceback:\n"  # how a StageError carries the worker's traceback
+
+
+def _without_traceback(message: str) -> str:
+    """A failure as one line naming the user's file and line, not the worker's traceback
+    (that is for --debug): a CI log is grepped, a traceback is read only when reporting."""
+    head, sep, text = message.partition(WORKER_TRACEBACK)
+    if not sep or output.debug:
+        return message
+    first = text.split("\n\nDuring handling of the above exception")[0]
+    frames = re.findall(r'File "([^"]+)", line (\d+)', first)
+    own = [f for f in frames if _users(f[0])] or frames  # the user's line, not pyarrow's
+    at = f" (at {own[-1][0]}, line {own[-1][1]})" if own else ""
+    return f"{head.rstrip()}{at}. Run with --debug for the traceback."
+
+
+SEQLINE_CODE = tuple(Path(__file__).resolve().parents[1] / part
+                     for part in ("pipeline", "components", "orchestration"))
+
+
+def _users(file: str) -> bool:
+    """A frame in the user's own code: a real file, not seqline's nor an installed library's."""
+    path = Path(file)
+    return (path.is_absolute() and "site-packages" not in path.parts
+            and not any(path.resolve().is_relative_to(own) for own in SEQLINE_CODE))
+
+
 def _fail(message: str, code: int) -> None:
+    reraise_if_debug()
     err.print(message, markup=False, highlight=False)
     sys.stdout.flush()
     raise typer.Exit(code)

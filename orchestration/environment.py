@@ -1,11 +1,15 @@
-"""The one place seqline reads its environment: where runs are kept, and the run store."""
+"""The one place seqline reads its environment: where runs are kept, and the run store; and
+what the engines may print of their own."""
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
+import sys
 from pathlib import Path
 
-__all__ = ["DEFAULT_ROOT", "DEFAULT_STORE", "quiet_engines"]
+__all__ = ["DEFAULT_ROOT", "DEFAULT_STORE", "quiet_engines", "quiet_tensorflow"]
 
 DEFAULT_ROOT = Path(os.environ.get("SEQLINE_ROOT", ".seqline"))
 """The artifact root when no --root is given: $SEQLINE_ROOT, else .seqline."""
@@ -13,8 +17,43 @@ DEFAULT_ROOT = Path(os.environ.get("SEQLINE_ROOT", ".seqline"))
 DEFAULT_STORE: str | None = os.environ.get("SEQLINE_STORE") or None
 """The run store's URL when no --store is given: $SEQLINE_STORE, else SQLite under the root."""
 
+# The engines' Python loggers whose start-up lines are theirs, not the user's, and the level
+# they keep. Beam's at WARNING: it relays its SDK workers' own log records (seqline's retry
+# lines among them) through loggers of its own.
+ENGINE_LOGGERS = {"tensorflow": logging.ERROR, "absl": logging.ERROR, "ray": logging.ERROR,
+                  "h5py": logging.ERROR, "keras": logging.ERROR, "apache_beam": logging.WARNING}
 
-def quiet_engines() -> None:
-    """Keep TensorFlow's C++ start-up lines (oneDNN, CUDA probing on a machine without a
-    GPU) out of a run's output; a user's own TF_CPP_MIN_LOG_LEVEL wins."""
+
+def quiet_engines(verbose: bool = False) -> None:
+    """Keep TensorFlow's C++ start-up lines (oneDNN, CUDA probing on a machine without a GPU)
+    and the engines' Python loggers below warnings out of a run's output, unless `verbose`.
+
+    Set in the environment, so worker processes (which inherit it) are quiet too; a user's own
+    TF_CPP_MIN_LOG_LEVEL wins.
+    """
+    if verbose:
+        return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    for name, level in ENGINE_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def quiet_tensorflow() -> None:
+    """Import TensorFlow with the process's stderr (file descriptor 2) closed to it.
+
+    TF 2.21 loads its CUDA stubs through absl's C++ logging before absl is initialised, so
+    "All log messages before absl::InitializeLog()" and "Could not find cuda drivers" reach
+    stderr whatever TF_CPP_MIN_LOG_LEVEL says; only the descriptor can keep them out. A Python
+    error while importing still propagates as an exception (it is not written to fd 2 here).
+    """
+    if "tensorflow" in sys.modules or importlib.util.find_spec("tensorflow") is None:
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            import tensorflow  # noqa: F401 - imported for its side effect, once
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)

@@ -3,6 +3,7 @@ with one line, and tables that never wrap."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -17,10 +18,21 @@ from seqline.orchestration.store import RunStore
 from seqline.pipeline.errors import SeqlineError
 from seqline.pipeline.storage import open_root
 
-__all__ = ["CONFIG_EXIT", "AsJson", "Root", "RunnerName", "Store", "fail", "opened",
-           "unwrapped_table"]
+__all__ = ["CONFIG_EXIT", "AsJson", "Output", "Root", "RunnerName", "Store", "fail", "opened",
+           "output", "unwrapped_table"]
 
 CONFIG_EXIT = 2  # as `seqline run`: a bad input, fixable by the user
+
+
+class Output:
+    """The top-level flags every command obeys: -q, -v and --debug (set by the app's callback)."""
+
+    quiet = False  # only errors
+    verbose = False  # the engines' own start-up and log lines too
+    debug = False  # a failure re-raises with its traceback instead of one line
+
+
+output = Output()
 
 
 class RunnerName(StrEnum):
@@ -43,9 +55,18 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print the JSON contract, n
 
 
 def fail(message: str, code: int = CONFIG_EXIT) -> NoReturn:
-    """Print `error: message` on stderr and exit with `code`."""
+    """Print `error: message` on stderr and exit with `code`; with --debug, re-raise the
+    exception being handled (its traceback is what a bug report needs)."""
+    reraise_if_debug()
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def reraise_if_debug() -> None:
+    """Under --debug, raise the exception being handled again, traceback and all."""
+    current = sys.exc_info()[1]
+    if output.debug and current is not None:
+        raise current
 
 
 @contextmanager

@@ -6,6 +6,7 @@ import difflib
 import functools
 import importlib
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -51,10 +52,12 @@ def load_function(ref: str, base_dir: str) -> Callable[..., Any]:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
-            raise  # the user's module imports something missing: show that, not ours
+            raise _import_failed(ref, module_name, base_dir, exc) from exc
         raise ConfigError(
             f"function {ref!r}: no module {module_name!r} in {base_dir} or on the Python path. "
             f"Put {module_name}.py beside the pipeline file.") from exc
+    except Exception as exc:  # noqa: BLE001 - any error while the user's module runs is theirs
+        raise _import_failed(ref, module_name, base_dir, exc) from exc
     fn = getattr(module, attr, None)
     if not callable(fn):
         names = [n for n in dir(module) if not n.startswith("_")]
@@ -64,6 +67,28 @@ def load_function(ref: str, base_dir: str) -> Callable[..., Any]:
             f"function {ref!r}: module {module_name!r} ({Path(module.__file__ or '?')}) has no "
             f"function {attr!r}.{did_you_mean}")
     return fn
+
+
+def _import_failed(ref: str, module_name: str, base_dir: str, exc: Exception) -> ConfigError:
+    """One line for a user module that fails to import: its file and line, and the error.
+
+    The line is the user's own (the deepest frame in the pipeline's folder), not the import
+    machinery's; a SyntaxError carries its place itself.
+    """
+    if isinstance(exc, SyntaxError) and exc.filename:
+        file, line = exc.filename, exc.lineno
+        what = f"{type(exc).__name__}: {exc.msg}"
+    else:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if not f.filename.startswith("<")]
+        own = [f for f in frames if Path(f.filename).is_relative_to(base_dir)] or frames
+        file, line = (own[-1].filename, own[-1].lineno) if own else (module_name, None)
+        what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    at = f"{file}, line {line}" if line else file
+    fix = ("install the missing module or fix the import" if isinstance(exc, ImportError)
+           else "fix the module")
+    return ConfigError(f"function {ref!r}: importing module {module_name!r} failed at {at}: "
+                       f"{what.rstrip(': ')}. {fix[0].upper()}{fix[1:]}, then run again.")
 
 
 def _prefer_folder(module_name: str, base_dir: str) -> None:

@@ -85,6 +85,7 @@ def _explain(error: Any, model: type[BaseModel], field_label: str) -> str:
     if kind == "missing":
         return f"a required {field_label} is missing; add it."
     expected = re.sub(r"^(Input should be|Value error,)\s*", "", error["msg"]).rstrip(".")
+    expected = re.sub(r" or instance of \w+$", "", expected)  # pydantic's words, not YAML's
     text = f"expected {expected}, found {found!r}"
     choices = (error.get("ctx") or {}).get("choices") or (
         re.findall(r"'([^']*)'", expected) if kind in ("literal_error", "enum") else [])

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from seqline.orchestration.options import output
 from seqline.orchestration.processes import scratch_dir
 from seqline.orchestration.runners.base import Runner, poisoned, run_windowed
 from seqline.orchestration.runners.ray_train import RayTrainLauncher
@@ -49,7 +50,9 @@ class RayRunner(Runner):
                 # its sockets and logs go where we can remove them
                 self._session = scratch_dir("ray")
             ray.init(address=address, num_cpus=None if address else workers,
-                     include_dashboard=False, logging_level=logging.WARNING,
+                     include_dashboard=False,
+                     # Ray's own warnings (token authentication, …) only with -v
+                     logging_level=logging.WARNING if output.verbose else logging.ERROR,
                      runtime_env=runtime_env,
                      _temp_dir=str(self._session) if self._session else None)
         self._aborted = False

@@ -41,7 +41,7 @@ BAD = [
     ("read", {"block_records": 0}, r"parameter block_records \(line \d+\): expected greater "
      r"than or equal to 1, found 0"),
     ("read", {"colour": "red"}, r"parameter colour \(line \d+\): unknown parameter. Known: "
-     r"block_records, format, paths, schema"),
+     r"block_records, format, (\S+, )*paths, (\S+, )*schema"),
     # tfrecord_write
     ("write", {"compression": "gz"}, r"parameter compression \(line \d+\): expected 'gzip' or "
      r"'none', found 'gz'. Did you mean 'gzip'\?"),

@@ -1,0 +1,169 @@
+"""Every user-facing error path of the CLI, one row each: the documented exit code (2 for a
+configuration the user can fix before anything runs, 1 for a run that failed), a message that
+names what went wrong, and no Python traceback unless `--debug` is given."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from seqline.orchestration.cli import app
+from tests.conftest import USERFNS
+
+pytestmark = pytest.mark.e2e
+
+GOOD = """\
+name: t
+stages:
+  - name: read
+    component: ingest
+    params: {format: csv, paths: ["in.csv"], block_records: 4}
+  - name: features
+    component: preprocess
+    params: {fn: "latency:double"}
+"""
+EVALUATE = """\
+  - name: write
+    component: tfrecord_write
+  - name: batches
+    component: batching
+    params: {batch_size: 2, label: x}
+  - name: model
+    component: train
+    params: {model: tabular_regression, epochs: 1}
+  - name: evaluation
+    component: evaluate
+    params: {metrics: [mae], thresholds: "mae < 3"}
+"""
+FEATURES = "def add(batch):\n    return batch\n"
+
+
+def _run(*args: str) -> list[str]:
+    return ["run", "p.yaml", "--root", "root", "--run-id", "r1", *args]
+
+
+# (id, pipeline file, {extra file: text}, CLI arguments, exit code, the message as a regex)
+PATHS = [
+    ("bad YAML", "stages:\n  - name: read\n    component: [ingest\n", {}, _run(), 2,
+     r"p\.yaml: malformed YAML at line 4"),
+    ("unknown component", GOOD.replace("component: preprocess", "component: preproces"), {},
+     _run(), 2, r"unknown component 'preproces'\. Did you mean 'preprocess'\?"),
+    ("bad parameter", GOOD.replace("block_records: 4", "block_record: 4"), {}, _run(), 2,
+     r"stage 'read' \(line 3\), parameter block_record \(line 5\): unknown parameter\. Did you "
+     r"mean 'block_records'\?"),
+    ("bad parameter type", GOOD.replace("block_records: 4", "block_records: many"), {},
+     _run(), 2, r"parameter block_records \(line 5\): expected a valid integer, found 'many'"),
+    ("schema given as a list", GOOD.replace("block_records: 4", "schema: [x, y]"), {}, _run(),
+     2, r"stage 'read' \(line 3\), parameter schema \(line 5\): expected a valid dictionary, "
+        r"found \['x', 'y'\]\."),
+    ("thresholds given as a string", GOOD.replace('"latency:double"', '"feat:add"') + EVALUATE,
+     {"feat.py": FEATURES}, _run(), 2,
+     r"stage 'evaluation' \(line 17\), parameter thresholds \(line 19\): expected a valid "
+     r"dictionary, found 'mae < 3'\."),
+    ("module with a SyntaxError", GOOD.replace("latency:double", "feat:add"),
+     {"feat.py": "def add(batch)\n    return batch\n"}, _run(), 2,
+     r"stage 'features' \(line 6\): function 'feat:add': importing module 'feat' failed at "
+     r"\S+feat\.py, line 1: SyntaxError: expected ':'\. Fix the module"),
+    ("module with an ImportError", GOOD.replace("latency:double", "feat:add"),
+     {"feat.py": "import json\nimport no_such_package_here\n" + FEATURES}, _run(), 2,
+     r"stage 'features' \(line 6\): function 'feat:add': importing module 'feat' failed at "
+     r"\S+feat\.py, line 2: ModuleNotFoundError: No module named 'no_such_package_here'\. "
+     r"Install the missing module"),
+    ("module that raises on import", GOOD.replace("latency:double", "feat:add"),
+     {"feat.py": "LIMIT = int('ten')\n" + FEATURES}, _run(), 2,
+     r"importing module 'feat' failed at \S+feat\.py, line 1: ValueError: invalid literal"),
+    ("missing function", GOOD.replace("latency:double", "feat:ad"), {"feat.py": FEATURES},
+     _run(), 2, r"stage 'features' \(line 6\): function 'feat:ad': module 'feat' \(\S+feat\.py\) "
+                r"has no function 'ad'\. Did you mean 'add'\?"),
+    ("missing module", GOOD.replace("latency:double", "nofeat:add"), {}, _run(), 2,
+     r"function 'nofeat:add': no module 'nofeat'"),
+    ("missing input file", GOOD.replace("in.csv", "nowhere.csv"), {}, _run(), 2,
+     r"input file 'nowhere.csv' not found"),
+    ("missing pipeline file", None, {}, ["run", "absent.yaml", "--root", "root"], 2,
+     r"cannot read pipeline file absent\.yaml"),
+    ("bad data without an error budget", GOOD.replace("block_records: 4",
+                                                      "block_records: 4, schema: {x: int64}"),
+     {"in.csv": "x\n1\ntwo\n"}, _run(), 1,
+     r"Run failed: .*stage 'read' \(line 3\): bad record in \S+in\.csv, line 3, seq 1"),
+    ("function that fails on a record", GOOD.replace(
+        '"latency:double"}', '"latency:boom_at", fn_kwargs: {seq: 6}}'), {}, _run(), 1,
+     r"stage 'features' failed on seq 6 \(block 1\): ValueError: bad value at seq 6 \(at "
+     r"\S+latency\.py, line \d+\)\. Run with --debug for the traceback\."),
+    ("unwritable root", GOOD, {"afile": ""}, ["run", "p.yaml", "--root", "afile/root"], 2,
+     r"--root afile/root: cannot create it"),
+    ("bad --root URL", GOOD, {}, ["run", "p.yaml", "--root", "bogus://x"], 2,
+     r"--root bogus://x: unknown scheme 'bogus'"),
+    ("bad --root URL for verify", None, {}, ["verify", "r1", "--root", "bogus://x"], 2,
+     r"--root bogus://x: unknown scheme 'bogus'"),
+    ("unknown run id for verify", None, {}, ["verify", "nosuch", "--root", "root"], 2,
+     r"no run 'nosuch' under \S+root"),
+    ("unknown run id for resume", GOOD, {}, _run("--resume"), 2,
+     r"no run 'r1' to resume in the run store"),
+    ("bad option value", GOOD, {}, _run("--runner", "spark"), 2, r"Invalid value"),
+    ("a secret in a Beam option", GOOD, {}, _run("--runner", "beam", "--beam-option",
+                                                 "aws_secret_access_key=x"), 2,
+     r"--beam-option aws_secret_access_key: options are recorded with the run"),
+    ("a Beam option that is not KEY=VALUE", GOOD, {}, _run("--runner", "beam",
+                                                          "--beam-option", "FlinkRunner"), 2,
+     r"--beam-option 'FlinkRunner': expected KEY=VALUE"),
+    ("another Beam runner without a temp_location", GOOD, {},
+     _run("--runner", "beam", "--beam-option", "runner=FlinkRunner"), 2,
+     r"needs a location that its workers and this driver both reach.*--temp_location"),
+]
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(10)))
+    shutil.copy(USERFNS / "latency.py", tmp_path / "latency.py")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _prepare(folder: Path, text: str | None, files: dict[str, str]) -> None:
+    if text is not None:
+        (folder / "p.yaml").write_text(text)
+    for name, content in files.items():
+        (folder / name).write_text(content)
+
+
+@pytest.mark.parametrize(("text", "files", "args", "code", "message"),
+                         [p[1:] for p in PATHS], ids=[p[0] for p in PATHS])
+def test_error_path_exits_with_its_code_and_message_and_no_traceback(folder, text, files,
+                                                                     args, code, message):
+    _prepare(folder, text, files)
+    result = CliRunner().invoke(app, args)
+    # An exception escaping the CLI is what a user would see as a traceback.
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    assert result.exit_code == code, result.output
+    assert re.search(message, " ".join(result.output.split())), result.output
+    assert "Traceback" not in result.output
+
+
+def test_configuration_errors_are_found_before_anything_runs(folder):
+    _prepare(folder, GOOD.replace("latency:double", "feat:add"),
+             {"feat.py": "def add(batch)\n"})
+    assert CliRunner().invoke(app, _run()).exit_code == 2
+    assert not (folder / "root").exists()
+
+
+def test_debug_shows_the_traceback_and_plain_does_not(folder):
+    """Through the console script, as a user sees it: one line, or with --debug the whole
+    traceback of the error being reported."""
+    _prepare(folder, GOOD.replace("latency:double", "feat:add"),
+             {"feat.py": "def add(batch)\n    return batch\n"})
+    seqline = [sys.executable, "-m", "seqline.orchestration.cli"]
+    plain = subprocess.run([*seqline, *_run()], capture_output=True, text=True, check=False)
+    assert plain.returncode == 2
+    assert plain.stdout == "" and "Traceback" not in plain.stderr
+    assert len(plain.stderr.strip().splitlines()) == 1, plain.stderr  # one line, whole
+    debug = subprocess.run([*seqline, "--debug", *_run()], capture_output=True, text=True,
+                           check=False)
+    assert debug.returncode != 0
+    assert "Traceback" in debug.stderr and "SyntaxError" in debug.stderr
