@@ -15,19 +15,10 @@ from typer.testing import CliRunner
 
 from seqline.orchestration.cli import app
 from tests.conftest import USERFNS
+from tests.e2e.test_cli import GOOD
 
 pytestmark = pytest.mark.e2e
 
-GOOD = """\
-name: t
-stages:
-  - name: read
-    component: ingest
-    params: {format: csv, paths: ["in.csv"], block_records: 4}
-  - name: features
-    component: preprocess
-    params: {fn: "latency:double"}
-"""
 EVALUATE = """\
   - name: write
     component: tfrecord_write

@@ -14,25 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import USERFNS
+from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
 EXE = str(Path(sys.executable).parent / "seqline")
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$")
-QUICK = """\
-name: quick
-stages:
-  - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 10}}
-  - {name: work, component: preprocess,
-     params: {fn: "latency:skewed", fn_kwargs: {base_ms: 1, slow_every: 1000}}}
-"""
 
 
 @pytest.fixture
 def folder(tmp_path):
-    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(20)))
-    (tmp_path / "latency.py").write_text((USERFNS / "latency.py").read_text())
-    (tmp_path / "quick.yaml").write_text(QUICK)
+    quick_project(tmp_path)
     return tmp_path
 
 

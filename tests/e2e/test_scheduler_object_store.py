@@ -21,33 +21,16 @@ from seqline.orchestration.schedule.daemon import Scheduler
 from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
 from seqline.orchestration.store import RunStore
 from seqline.pipeline.storage import open_root, slug
-from tests.conftest import USERFNS
 from tests.s3 import s3_root, s3_server  # noqa: F401  (fixtures)
+from tests.scheduling import Clock, quick_project
 
 pytestmark = pytest.mark.e2e
 EXE = str(Path(sys.executable).parent / "seqline")
-QUICK = """\
-name: quick
-stages:
-  - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 10}}
-  - {name: work, component: preprocess,
-     params: {fn: "latency:skewed", fn_kwargs: {base_ms: 1, slow_every: 1000}}}
-"""
-
-
-class Clock:
-    def __init__(self, t: datetime) -> None:
-        self.t = t
-
-    def __call__(self) -> datetime:
-        return self.t
 
 
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
-    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(20)))
-    (tmp_path / "latency.py").write_text((USERFNS / "latency.py").read_text())
-    (tmp_path / "quick.yaml").write_text(QUICK)
+    quick_project(tmp_path)
     monkeypatch.setenv("SEQLINE_HOME", str(tmp_path / "home"))  # this process and children
     return tmp_path
 

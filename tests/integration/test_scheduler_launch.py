@@ -12,26 +12,10 @@ from seqline.orchestration.schedule.launch import ProcessLauncher
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.store import RunStore
 from seqline.orchestration.store import schedules as db
-from tests.conftest import USERFNS
+from tests.scheduling import Clock, quick_project
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 11, 20, 0, 0, tzinfo=UTC)
-# Two stages, 20 rows: a run takes about 2-3 s, most of it the interpreter starting.
-QUICK = """\
-name: quick
-stages:
-  - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 10}}
-  - {name: work, component: preprocess,
-     params: {fn: "latency:skewed", fn_kwargs: {base_ms: 1, slow_every: 1000}}}
-"""
-
-
-class Clock:
-    def __init__(self, t: datetime) -> None:
-        self.t = t
-
-    def __call__(self) -> datetime:
-        return self.t
 
 
 class Killed(BaseException):
@@ -40,9 +24,7 @@ class Killed(BaseException):
 
 @pytest.fixture
 def folder(tmp_path):
-    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(20)))
-    (tmp_path / "latency.py").write_text((USERFNS / "latency.py").read_text())
-    (tmp_path / "quick.yaml").write_text(QUICK)
+    quick_project(tmp_path)
     return tmp_path
 
 

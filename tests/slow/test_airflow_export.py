@@ -16,20 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, USERFNS
+from tests.conftest import REPO
+from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.slow
 AIRFLOW = "apache-airflow==3.3.2"
 CONSTRAINTS = Path(__file__).parent / "airflow-constraints.txt"
 VENV = REPO / "build" / "airflow-venv"
 BIN = Path(sys.executable).parent  # our venv: `seqline` for the DAG's task
-QUICK = """\
-name: quick
-stages:
-  - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 10}}
-  - {name: work, component: preprocess,
-     params: {fn: "latency:skewed", fn_kwargs: {base_ms: 1, slow_every: 1000}}}
-"""
 # Loads the folder as Airflow's DAG processor does; prints the import errors and the DAG.
 INSPECT = """\
 import json, sys
@@ -67,9 +61,7 @@ def _run(command: list[str], env: dict[str, str], cwd: Path) -> subprocess.Compl
 
 @pytest.fixture
 def folder(tmp_path):
-    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(20)))
-    (tmp_path / "latency.py").write_text((USERFNS / "latency.py").read_text())
-    (tmp_path / "quick.yaml").write_text(QUICK)
+    quick_project(tmp_path)
     return tmp_path
 
 
