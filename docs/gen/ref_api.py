@@ -1,9 +1,7 @@
 """Write reference/api.md: the public `seqline` package, from its docstrings (mkdocstrings).
 
-The package's folders install under other names (pyproject's package-dir: `seqline` is
-orchestration/public/), which griffe cannot follow from the source tree; as `make typecheck`
-does for mypy, they are linked under their installed names in build/docs-api/, the path
-mkdocs.yml gives mkdocstrings.
+mkdocstrings reads the package through links under its installed names, made by the
+`on_startup` hook in docs/gen/hooks.py.
 """
 
 from __future__ import annotations
@@ -14,17 +12,7 @@ from pathlib import Path
 import mkdocs_gen_files
 
 REPO = Path(__file__).resolve().parents[2]
-LINKS = REPO / "build" / "docs-api" / "seqline"
-FOLDERS = {"__init__.py": "orchestration/public/__init__.py", "pipeline": "pipeline",
-           "components": "components", "orchestration": "orchestration"}
-
-
-def link_package() -> None:
-    LINKS.mkdir(parents=True, exist_ok=True)
-    for name, target in FOLDERS.items():
-        link = LINKS / name
-        if not link.is_symlink():
-            link.symlink_to(REPO / target)
+FOLDERS = {"__init__.py": "orchestration/public/__init__.py"}
 
 
 def public_names() -> list[str]:
@@ -52,7 +40,6 @@ def page() -> str:
     return "\n".join(lines)
 
 
-link_package()
 with mkdocs_gen_files.open("reference/api.md", "w") as out:
     out.write(page())
 mkdocs_gen_files.set_edit_path("reference/api.md", "gen/ref_api.py")
