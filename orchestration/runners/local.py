@@ -88,7 +88,8 @@ class LocalRunner(Runner):
                 context.set_forkserver_preload(PRELOAD)
                 self._pool = ProcessPoolExecutor(self.workers, mp_context=context,
                                                  initializer=init_worker,
-                                                 initargs=(os.getpid(), self._markers))
+                                                 initargs=(os.getpid(), self._markers,
+                                                           dict(os.environ)))
         return self._pool
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,

@@ -34,14 +34,19 @@ def marker(folder: str, stage: str, index: int, attempt: int) -> Path:
     return Path(folder) / f"{stage}.{index}.{attempt}"
 
 
-def init_worker(driver: int, markers: str) -> None:
+def init_worker(driver: int, markers: str, environment: dict[str, str] | None = None) -> None:
     """Installed in each worker: a SIGTERM from the pool removes the marker, then exits; the
     driver's exit ends the worker too.
 
     Args:
         driver: the driver's pid.
         markers: the driver's marker folder (removed by the first worker to see it gone).
+        environment: the driver's environment as the pool starts. Workers fork from the
+            forkserver, which kept the environment of the process's first pool: credentials
+            set later (an object store's, in a notebook) must still reach the workers.
     """
+    if environment is not None:
+        os.environ.update(environment)
     signal.signal(signal.SIGTERM, _stopped)
     threading.Thread(target=_exit_with, args=(driver, markers), daemon=True,
                      name="seqline-driver-watch").start()
