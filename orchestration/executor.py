@@ -116,7 +116,11 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Folder, run_id: str,
     artifacts: dict[str, StageArtifact] = {}
     shared = _Run(folder, runner, line, progress, queue)
     try:
-        for wiring in wire(spec, COMPONENTS, overlap=overlap, committed=done):
+        wirings = wire(spec, COMPONENTS, overlap=overlap, committed=done)
+        if overlap and runner.chains_stages:
+            _link_chains(spec, wirings, shared, lambda name: artifacts.setdefault(
+                name, StageArtifact(root, run_id, name)))
+        for wiring in wirings:
             stage = spec.stage(wiring.stage)
             report = StageReport(stage.name, stage.component, source=wiring.source)
             reports.append(report)
@@ -127,7 +131,9 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Folder, run_id: str,
                                        _source_dir(folder, wiring),  # type: ignore[arg-type]
                                        report.cached_from)
                 continue
-            artifact = artifacts[stage.name] = StageArtifact(root, run_id, stage.name)
+            if stage.name not in artifacts:  # (a chained stage's was made with its chain)
+                artifacts[stage.name] = StageArtifact(root, run_id, stage.name)
+            artifact = artifacts[stage.name]
             work = _stage_work(spec, stage, wiring, shared, artifact, report)
             line.start(stage.name, _recorded(work, stage, report, recorder,
                                              _source_dir(folder, wiring)), after=wiring.after)
@@ -189,6 +195,16 @@ def _source_dir(folder: Folder, wiring: Wiring) -> Folder | None:
 
 
 @dataclass(frozen=True)
+class _Link:
+    """A map stage that runs inside the engine job of the stage before it (`after`): its task,
+    made with its own artifact, and the belt its results arrive on, in block order."""
+
+    after: str
+    task: MapTask
+    results: Belt
+
+
+@dataclass(frozen=True)
 class _Run:
     """What every stage of one run shares: its folder, the engine, the line and the belts."""
 
@@ -198,6 +214,34 @@ class _Run:
     progress: Progress | None
     queue: int
     belts: dict[str, Belt] = field(default_factory=dict)  # by the stage that fills it
+    links: dict[str, _Link] = field(default_factory=dict)  # by the chained stage
+    chains: dict[str, list[_Link]] = field(default_factory=dict)  # by the stage whose job runs them
+
+
+def _link_chains(spec: PipelineSpec, wirings: list[Wiring], run: _Run,
+                 artifact: Callable[[str], StageArtifact]) -> None:
+    """Chain the map stages that can run inside the job of the stage before them.
+
+    Where each stage is a batch job (Beam), a stage taking the blocks of one that passes on
+    every record as it came (tfrecord_write) runs in that stage's job: each block goes through
+    both in one bundle, and the two stages run at the same time instead of one job after the
+    other (decisions/0040). The same records and shards result: the chained stage's blocks are
+    numbered as the stage before it numbers them, as they would be on its belt.
+    """
+    for before, wiring in zip(wirings, wirings[1:], strict=False):
+        previous, stage = spec.stage(before.stage), spec.stage(wiring.stage)
+        component = COMPONENTS[stage.component]
+        if not (wiring.takes == "belt" and wiring.source == before.stage and not before.reused
+                and COMPONENTS[previous.component].passes_every_record
+                and COMPONENTS[previous.component].runs_on == "workers"
+                and component.runs_on == "workers" and component.takes_stream):
+            continue
+        task: MapTask = component.run(stage, spec.base_dir, artifact(stage.name).path)
+        if task.input_records:  # it cuts blocks of its own
+            continue
+        link = run.links[stage.name] = _Link(before.stage, task, Belt(run.queue, run.line.stop))
+        head = run.links[before.stage].after if before.stage in run.links else before.stage
+        run.chains.setdefault(head, []).append(link)
 
 
 def _stage_work(spec: PipelineSpec, stage: StageSpec[Any], wiring: Wiring, run: _Run,
@@ -209,11 +253,15 @@ def _stage_work(spec: PipelineSpec, stage: StageSpec[Any], wiring: Wiring, run: 
         if component.stores_records else None
     run.line.add_stage(stage.name, feed)
     inputs: Iterable[Block] | None = None
-    if wiring.takes == "belt":
+    if stage.name in run.links:  # results of the job it runs in (inputs: for the waits)
+        inputs = run.links[stage.name].results
+    elif wiring.takes == "belt":
         inputs = run.belts.pop(wiring.source or "")
     elif wiring.takes == "feed":
         inputs = run.line.blocks_of(wiring.source or "", stage.name)
-    output = Belt(run.queue, run.line.stop) if wiring.gives_belt else None
+    # A stage whose next one runs in its job (a chain) hands that one results, not blocks.
+    chained = any(link.after == stage.name for link in run.links.values())
+    output = Belt(run.queue, run.line.stop) if wiring.gives_belt and not chained else None
     if output is not None:
         run.belts[stage.name] = output
     if component.runs_on == "workers" or component.reads == "files":
@@ -286,7 +334,7 @@ def _run_data_stage(stage: StageSpec[Any], base_dir: Path, run: _Run,
 
     report.live_waits = waits
 
-    produced = _produce(stage, base_dir, run.runner, inputs, artifact.path)
+    produced = _produce(stage, base_dir, run, inputs, artifact.path)
     for block in _track(stage, produced, artifact, report, run.runner, run.progress, feed,
                         waits):
         if output is not None:
@@ -320,17 +368,32 @@ def _run_driver(stage: StageSpec[Any], context: StageContext, artifact: StageArt
     return report.path
 
 
-def _produce(stage: StageSpec[Any], base_dir: Path, runner: Runner,
+def _produce(stage: StageSpec[Any], base_dir: Path, run: _Run,
              upstream: Iterable[Block] | None, out_dir: Folder) -> Iterator[BlockResult]:
     component = COMPONENTS[stage.component]
     if component.reads == "files":  # a source: it may hand ranges of its files to the workers
-        yield from component.run(stage, base_dir, runner.map_blocks)
+        yield from component.run(stage, base_dir, run.runner.map_blocks)
+        return
+    if stage.name in run.links:  # it runs in the job of the stage before it
+        for result in run.links[stage.name].results:
+            result.raise_if_failed()
+            yield result
         return
     task: MapTask = component.run(stage, base_dir, out_dir)
     blocks = upstream or iter(())
     if task.input_records:
         blocks = recut((b.batch for b in blocks), task.input_records)
-    yield from runner.map_blocks(task, blocks)
+    if stage.name not in run.chains:
+        yield from run.runner.map_blocks(task, blocks)
+        return
+    links = run.chains[stage.name]
+    for results in run.runner.map_chain([task, *(link.task for link in links)], blocks):
+        results[0].raise_if_failed()
+        for link, result in zip(links, results[1:], strict=False):
+            link.results.put(result)
+        yield results[0]
+    for link in links:  # only now: a chained stage must not commit what a failure cut short
+        link.results.close()
 
 
 def _track(stage: StageSpec[Any], produced: Iterator[BlockResult], artifact: StageArtifact,

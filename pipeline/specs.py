@@ -159,6 +159,9 @@ class ComponentSpec(Generic[P]):
     # Starts alongside the stages before it (batching takes the stream as it passes, train
     # follows the stored shards) instead of once they have all committed.
     live: bool = False
+    # Its output is its input, record for record and block for block (tfrecord_write): where
+    # stages are batch jobs (Beam), the stage after it can run in the same job (map_chain).
+    passes_every_record: bool = False
     validate: Callable[[StageSpec[P], Path], None] | None = None
     verify: Callable[[Path, dict[str, Any], list[str]], None] | None = None
     # What else its output depends on, beyond its input and parameters, for its cache key:

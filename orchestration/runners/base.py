@@ -18,6 +18,10 @@ class Runner(ABC):
     """Runs `MapTask`s over blocks on some engine, at most `window` blocks in flight."""
 
     name = "runner"
+    # Whether `map_chain` runs map stages one after the other on each block in one job. Only
+    # engines whose stages are batch jobs need it (Beam): elsewhere stages stream into each
+    # other already, each with its own window of workers.
+    chains_stages = False
     max_in_flight: int  # blocks in flight at once, over all stages; per stage in `peaks`
 
     def __init__(self, workers: int = 2, window: int | None = None) -> None:
@@ -46,6 +50,13 @@ class Runner(ABC):
         Raises:
             StageError: the first failing block in block order, with the worker's exception.
         """
+
+    def map_chain(self, tasks: list[MapTask],
+                  blocks: Iterable[Block]) -> Iterator[list[BlockResult]]:
+        """Run `tasks` one after the other on every block; yield each block's results in block
+        order, one per task that ran on it (a task does not run after one that failed or kept
+        no rows). Failures are returned, not raised. Only where `chains_stages`."""
+        raise NotImplementedError(f"the {self.name} runner does not chain stages")
 
     def close(self) -> None:  # noqa: B027 - engines without workers to release need nothing
         """Release the engine's workers."""

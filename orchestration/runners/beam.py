@@ -14,14 +14,17 @@ import apache_beam as beam
 import psutil
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from seqline.orchestration.processes import scratch_dir, stop_children
 from seqline.orchestration.runners.base import Runner
 from seqline.orchestration.runners.beam_transforms import (
+    MarkDone,
     ReadBlocks,
     SeqlineMap,
     block_name,
+    done_name,
     put,
     read_result,
     result_name,
@@ -62,6 +65,7 @@ class BeamRunner(Runner):
     """
 
     name = "beam"
+    chains_stages = True
 
     def __init__(self, workers: int = 2, window: int | None = None,
                  mode: BeamMode = "multi_processing", options: list[str] | None = None,
@@ -81,23 +85,37 @@ class BeamRunner(Runner):
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
                    ordered: bool = True) -> Iterator[BlockResult]:
-        work = self._scratch_for(task.stage)
+        for results in self.map_chain([task], blocks):
+            results[0].raise_if_failed()
+            yield results[0]
+
+    def map_chain(self, tasks: list[MapTask],
+                  blocks: Iterable[Block]) -> Iterator[list[BlockResult]]:
+        """Run `tasks` one after the other on every block, all in one Beam job.
+
+        Yields, in block order, each block's results: one per task that ran on it. Task k + 1
+        runs on task k's output with the same block index, and not at all where task k failed
+        or kept no rows (the list is then shorter). Failures are returned, not raised: each
+        belongs to its own stage. Beam fuses the chain, so a block goes through every task in
+        one bundle: one job's start-up, and no trip through storage between the stages.
+        """
+        work = self._scratch_for(tasks[0].stage)
         self._work.add(work)
         try:
             indices = self._spill(blocks, f"{work}/in")
-            self.peaks[task.stage] = min(len(indices), self._parallelism)
-            out = f"{work}/out"
-            fs, path = url_to_fs(out)
-            fs.makedirs(path, exist_ok=True)
-            self._run_surviving(task, work, indices)
-            # Markers left behind are attempts whose worker died (see _run_block).
-            died = len(_attempt_markers(out))
-            if died:
-                self.block_retries[task.stage] = self.block_retries.get(task.stage, 0) + died
+            outs = _outs(work, tasks)
+            for task in tasks:
+                self.peaks[task.stage] = min(len(indices), self._parallelism)
+            for folder in [*outs, f"{work}/done"]:
+                fs, path = url_to_fs(folder)
+                fs.makedirs(path, exist_ok=True)
+            self._run_surviving(tasks, work, indices)
+            for task, out in zip(tasks, outs, strict=True):
+                # Markers left behind are attempts whose worker died (see _run_block).
+                if died := len(_attempt_markers(out)):
+                    self.block_retries[task.stage] = self.block_retries.get(task.stage, 0) + died
             for index in indices:  # block order, whatever order the job finished them in
-                result = read_result(f"{out}/{result_name(index)}")
-                result.raise_if_failed()
-                yield result
+                yield list(_results_of(index, outs))
         finally:
             _remove(work)
             self._work.discard(work)
@@ -126,8 +144,8 @@ class BeamRunner(Runner):
             return str(scratch_dir("beam", stage))
         return f"memory://seqline-beam-{os.getpid()}-{stage}-{uuid.uuid4().hex[:8]}"
 
-    def _run_surviving(self, task: MapTask, work: str, indices: list[int]) -> None:
-        """Run the stage's Beam job until every block has a result, through worker deaths.
+    def _run_surviving(self, tasks: list[MapTask], work: str, indices: list[int]) -> None:
+        """Run the stage's Beam job until every block is done, through worker deaths.
 
         When an SDK worker process dies, Beam's FnApiRunner (multi_processing) waits for its
         bundle for ever (seen with Beam 2.77). So the job is watched: on a death, its other
@@ -136,12 +154,12 @@ class BeamRunner(Runner):
         is left on a daemon thread. On Flink, Spark or Dataflow the engine retries bundles
         itself: no markers are written and this watch never fires.
         """
-        fs, out = url_to_fs(f"{work}/out")
-        done = set(fs.ls(out, detail=False)) if fs.exists(out) else set()
-        while missing := [i for i in indices if f"{out}/{result_name(i)}" not in done]:
+        fs, marks = url_to_fs(f"{work}/done")
+        done = _listing(fs, marks)
+        while missing := [i for i in indices if f"{marks}/{done_name(i)}" not in done]:
             job: Future[None] = Future()
-            threading.Thread(target=self._job, args=(job, task, work, missing),
-                             daemon=True, name=f"seqline-beam-{task.stage}").start()
+            threading.Thread(target=self._job, args=(job, tasks, work, missing),
+                             daemon=True, name=f"seqline-beam-{tasks[0].stage}").start()
             dead = self._died_during(job)
             if not dead:
                 if self._aborted:  # the job is left on its daemon thread, as a stuck one is
@@ -151,15 +169,17 @@ class BeamRunner(Runner):
             stopped = stop_children(SDK_WORKER)
             # Only the dead worker's block is charged an attempt (a dead worker not yet reaped
             # is a zombie, which stop_children may count as stopped).
-            for marker in _attempt_markers(f"{work}/out"):
-                if int(marker.rsplit(".", 1)[1]) in stopped - dead:
-                    fs.rm_file(marker)
-            fs.invalidate_cache(out)
-            done = set(fs.ls(out, detail=False))
+            for out in _outs(work, tasks):
+                for marker in _attempt_markers(out):
+                    if int(marker.rsplit(".", 1)[1]) in stopped - dead:
+                        fs.rm_file(marker)
+            fs.invalidate_cache(marks)
+            done = _listing(fs, marks)
 
-    def _job(self, job: Future[None], task: MapTask, work: str, indices: list[int]) -> None:
+    def _job(self, job: Future[None], tasks: list[MapTask], work: str,
+             indices: list[int]) -> None:
         try:
-            self._run_pipeline(task, work, indices)
+            self._run_pipeline(tasks, work, indices)
             job.set_result(None)
         except BaseException as exc:
             job.set_exception(exc)
@@ -204,7 +224,7 @@ class BeamRunner(Runner):
     def _parallelism(self) -> int:
         return 1 if self.mode == "in_memory" else min(self.workers, self.window)
 
-    def _run_pipeline(self, task: MapTask, work: str, indices: list[int]) -> None:
+    def _run_pipeline(self, tasks: list[MapTask], work: str, indices: list[int]) -> None:
         options = PipelineOptions([
             f"--direct_running_mode={self.mode}",
             f"--direct_num_workers={self._parallelism}",
@@ -213,11 +233,13 @@ class BeamRunner(Runner):
         urls = [(i, f"{work}/in/{block_name(i)}") for i in indices]
         runner = FnApiRunner() if self._on_fn_api_runner else None  # else the user's --runner
         with beam.Pipeline(runner=runner, options=options) as p:
-            _ = (p
-                 | "Blocks" >> beam.Create(urls, reshuffle=False)
-                 | "ReadBlocks" >> ReadBlocks()
-                 | task.stage >> SeqlineMap(task, f"{work}/out",
-                                            count_attempts=self._local_processes))
+            blocks = (p
+                      | "Blocks" >> beam.Create(urls, reshuffle=False)
+                      | "ReadBlocks" >> ReadBlocks())
+            for task, out in zip(tasks, _outs(work, tasks), strict=True):
+                blocks |= task.stage >> SeqlineMap(task, out,
+                                                   count_attempts=self._local_processes)
+            _ = blocks | "Done" >> MarkDone(f"{work}/done")
 
 
 def _sdk_workers() -> dict[int, psutil.Process]:
@@ -227,6 +249,25 @@ def _sdk_workers() -> dict[int, psutil.Process]:
             if SDK_WORKER in " ".join(child.cmdline()):
                 found[child.pid] = child
     return found
+
+
+def _outs(work: str, tasks: list[MapTask]) -> list[str]:
+    """Where each stage of a job writes its blocks' results (stage names are safe names)."""
+    return [f"{work}/out-{task.stage}" for task in tasks]
+
+
+def _results_of(index: int, outs: list[str]) -> Iterator[BlockResult]:
+    """Block `index`'s results, stage by stage, up to where its chain stopped."""
+    for out in outs:
+        try:
+            yield read_result(f"{out}/{result_name(index)}")
+        except FileNotFoundError:
+            return
+
+
+def _listing(fs: AbstractFileSystem, folder: str) -> set[str]:
+    """What is in `folder`; nothing if it is not there (an object store has no empty folders)."""
+    return set(fs.ls(folder, detail=False)) if fs.exists(folder) else set()
 
 
 def _attempt_markers(folder: str) -> list[str]:

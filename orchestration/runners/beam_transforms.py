@@ -13,10 +13,11 @@ from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from seqline.orchestration.runners.base import poisoned
-from seqline.pipeline.blocks import Block, batch_from_ipc
+from seqline.pipeline.blocks import Block, batch_from_ipc, batch_to_ipc
 from seqline.pipeline.stage import BlockResult, MapTask
 
-__all__ = ["ReadBlocks", "SeqlineMap", "block_name", "put", "read_result", "result_name"]
+__all__ = ["MarkDone", "ReadBlocks", "SeqlineMap", "block_name", "done_name", "put", "read_result",
+           "result_name"]
 
 log = logging.getLogger("seqline")
 
@@ -27,6 +28,10 @@ def block_name(index: int) -> str:
 
 def result_name(index: int) -> str:
     return f"block-{index:09d}.result"
+
+
+def done_name(index: int) -> str:
+    return f"block-{index:09d}.done"
 
 
 def put(url: str, data: bytes | pa.Buffer) -> None:
@@ -59,9 +64,13 @@ def _read_block(element: tuple[int, str]) -> tuple[int, bytes]:
     return index, fs.cat_file(path)
 
 
-def _run_block(element: tuple[int, bytes], task: MapTask, results: str,
-               count_attempts: bool) -> tuple[int, str]:
-    """Run one block, once, and write its result under `results`; return (index, name).
+def _run_block(element: tuple[int, bytes | None], task: MapTask, results: str,
+               count_attempts: bool) -> tuple[int, bytes | None]:
+    """Run one block, once, and write its result under `results`; pass its output on.
+
+    Returns (index, Arrow IPC bytes of the output), the next SeqlineMap's input; the bytes are
+    None where there is nothing to pass on (the block failed or kept no rows), and a None in
+    is passed on as it is: an earlier stage of the chain stopped on this block.
 
     A result already there means Beam ran the bundle again after the block was done (its
     worker died later, or a cluster runner retried the bundle): the block is not run twice.
@@ -71,11 +80,12 @@ def _run_block(element: tuple[int, bytes], task: MapTask, results: str,
     worker `task.retries` + 1 times is given up as poisoned instead of killing workers for ever.
     """
     index, data = element
+    if data is None:
+        return index, None
     fs, folder = url_to_fs(results)
-    name = result_name(index)
-    target = f"{folder}/{name}"
+    target = f"{folder}/{result_name(index)}"
     if fs.exists(target):
-        return index, name
+        return index, _passed_on(read_result(f"{results}/{result_name(index)}"))
     block = Block(index, batch_from_ipc(pa.py_buffer(data)))
     marker = None
     if not count_attempts:
@@ -91,10 +101,20 @@ def _run_block(element: tuple[int, bytes], task: MapTask, results: str,
         fs.touch(marker)
         result = task(block)
     # protocol 5: the output batch is Arrow IPC (BlockResult.__reduce__) without extra copies
-    put(f"{results}/{name}", pickle.dumps(result, protocol=5))
+    put(f"{results}/{result_name(index)}", pickle.dumps(result, protocol=5))
     if marker is not None:
         fs.rm_file(marker)
-    return index, name
+    return index, _passed_on(result)
+
+
+def _passed_on(result: BlockResult) -> bytes | None:
+    if result.failure is not None or result.batch is None or not result.batch.num_rows:
+        return None
+    return batch_to_ipc(result.batch).to_pybytes()
+
+
+def _mark_done(element: tuple[int, bytes | None], folder: str) -> None:
+    put(f"{folder}/{done_name(element[0])}", b"")
 
 
 class ReadBlocks(beam.PTransform):
@@ -113,14 +133,17 @@ class ReadBlocks(beam.PTransform):
 
 
 class SeqlineMap(beam.PTransform):
-    """A seqline map stage on any Beam runner: (index, Arrow IPC bytes) -> (index, result name).
+    """A seqline map stage on any Beam runner: (index, Arrow IPC bytes) in, the same out.
 
     Each element is one block: its dense index and its records (with `__seq__`) as the bytes
     of `seqline.pipeline.blocks.batch_to_ipc`. The task runs on the block in a worker, where
     its sink (if any) writes the block's shard into the stage folder it was built with; the
     BlockResult (output batch, counts, dead letters, shard entry, or the failure) is written
     to `results`/block-NNNNNNNNN.result, a fsspec URL every worker and the reader can reach
-    (`gs://…`, `s3://…`; a local folder only where the workers share the machine).
+    (`gs://…`, `s3://…`; a local folder only where the workers share the machine). The output
+    element is (index, the output's IPC bytes), or (index, None) where the block failed or
+    kept no rows, so SeqlineMaps chain: Beam fuses them, and each block goes through every
+    stage in one bundle, with no trip through storage in between.
 
     PCollections have no order, so nothing here trusts element order: results are named by
     block index and the reader reads them back in index order (`read_result`). A block whose
@@ -129,7 +152,8 @@ class SeqlineMap(beam.PTransform):
     Example, on Dataflow (the user's own Pipeline and options):
 
         blocks = p | beam.Create([(0, batch_to_ipc(batch0)), (1, batch_to_ipc(batch1))])
-        blocks | SeqlineMap(task, "gs://bucket/tmp/features")
+        (blocks | "Write" >> SeqlineMap(write, "gs://bucket/tmp/write")
+                | "Features" >> SeqlineMap(features, "gs://bucket/tmp/features"))
         # -> gs://bucket/tmp/features/block-000000000.result, block-000000001.result
     """
 
@@ -140,3 +164,18 @@ class SeqlineMap(beam.PTransform):
     def expand(self, blocks: Any) -> Any:
         return blocks | "RunStage" >> beam.Map(_run_block, self.task, self.results,
                                                self.count_attempts)
+
+
+class MarkDone(beam.PTransform):
+    """(index, anything) -> an empty `folder`/block-N.done: the block went through the chain.
+
+    What tells a job that stopped half way (a worker died) which blocks are still to run: a
+    block the chain stopped early (failed, or no rows left) has no result for its later stages.
+    """
+
+    def __init__(self, folder: str) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def expand(self, outputs: Any) -> Any:
+        return outputs | "Mark" >> beam.Map(_mark_done, self.folder)

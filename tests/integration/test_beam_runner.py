@@ -114,6 +114,38 @@ def test_seqline_map_in_a_users_pipeline_writes_results_by_block_index(s3_root):
     assert np.array_equal(_seq(results), np.arange(600))
 
 
+def test_map_chain_runs_every_block_through_both_stages_in_one_worker():
+    """Chained stages (a tfrecord_write and the preprocess after it, in a run) are one job:
+    each block goes through both in one bundle, on one worker, under random latency."""
+    first = _task("stamp_pid", column="pid_first", base_ms=20, seed=1)
+    second = dataclasses.replace(_task("stamp_pid", column="pid_second", base_ms=20, seed=2),
+                                 stage="more")
+    runner = BeamRunner(workers=2, mode="multi_processing")
+    chained = list(runner.map_chain([first, second], _blocks()))
+    assert [len(results) for results in chained] == [2] * 15
+    for k, stage in enumerate(("features", "more")):
+        results = [r[k] for r in chained]
+        assert {r.stage for r in results} == {stage}
+        assert [r.index for r in results] == list(range(15))
+        assert np.array_equal(_seq(results), np.arange(600))  # complete and ascending
+    out = pa.Table.from_batches([r[1].batch for r in chained])
+    assert out.column("pid_first").equals(out.column("pid_second"))  # one bundle, one worker
+    assert runner.peaks == {"features": 2, "more": 2}
+
+
+def test_map_chain_stops_a_block_where_a_stage_fails_or_keeps_nothing():
+    first = _task("stamp_pid", base_ms=1, below=100)  # blocks 3 and on keep no rows
+    second = dataclasses.replace(_task("boom_at", seq=20), stage="more")
+    chained = list(BeamRunner(workers=2, mode="multi_threading").map_chain([first, second],
+                                                                          _blocks()))
+    assert [len(results) for results in chained] == [2, 2, 2] + [1] * 12
+    assert [r[0].counts.records_out for r in chained] == [40, 40, 20] + [0] * 12
+    failed = [r[1].index for r in chained[:3] if r[1].failure is not None]
+    assert failed == [0]  # returned, not raised: the failure is the second stage's to raise
+    with pytest.raises(StageError, match=r"stage 'more' failed on seq 20 \(block 0\)"):
+        chained[0][1].raise_if_failed()
+
+
 @pytest.mark.parametrize("options", [["--runner=FlinkRunner", "--flink_master=host:8081"],
                                      ["--runner=DataflowRunner", "--project=p"]])
 def test_beam_cluster_runner_needs_a_shared_location(options):
