@@ -95,6 +95,11 @@ class StageArtifact:
                 manifest = {**manifest, "uploaded": self.final.put_folder(self._staging)}
                 shutil.rmtree(self._staging, ignore_errors=True)
             (self.final / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+            # Shards of attempts whose worker died after writing (its block ran again and
+            # wrote its own): no reader trusts them, and once committed no one writes them.
+            listed = set(listed_files(manifest))
+            self.final.remove_files([name for name in self.final.files()
+                                     if name.startswith("shard-") and name not in listed])
             return self.final
         assert isinstance(self.path, Path)
         with open(self.path / MANIFEST, "w") as f:

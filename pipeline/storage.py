@@ -134,9 +134,12 @@ class Location:
 
     def remove(self) -> None:
         """This folder and everything under it (nothing if it does not exist)."""
-        names = [f"{self.path}/{name}" for name in self.files()]
+        self.remove_files(list(self.files()))
+
+    def remove_files(self, names: list[str]) -> None:
+        """The objects `names` (paths relative to this folder), in one batch request."""
         if names:
-            self.fs.rm(names)
+            self.fs.rm([posixpath.join(self.path, name) for name in names])
         self.fs.invalidate_cache(self.path)
 
     def put_folder(self, local: Path) -> dict[str, int]:

@@ -25,7 +25,7 @@ from seqline.orchestration.cli import app
 from seqline.orchestration.executor import run_pipeline
 from seqline.orchestration.runners import make_runner
 from seqline.orchestration.verify import verify_run
-from seqline.pipeline.artifacts import MANIFEST, read_manifest
+from seqline.pipeline.artifacts import MANIFEST, StageArtifact, read_manifest
 from seqline.pipeline.config import load_pipeline, parse_pipeline
 from seqline.pipeline.storage import Location, open_root
 from tests.conftest import REPO, USERFNS
@@ -157,6 +157,22 @@ def test_a_worker_killed_on_every_attempt_leaves_nothing_trusted(s3_root, number
     for stage in ("write", "features"):
         assert _stored(root / "runs" / "poisoned" / stage) == \
             _stored(tmp_path / "local" / "runs" / "calm" / stage)
+
+
+def test_commit_sweeps_shards_of_attempts_nobody_listed(s3_root):  # noqa: F811
+    """A worker killed after its shard reached the bucket, before its result reached the
+    driver: the block ran again under another name. The commit removes the stray one."""
+    root = open_root(s3_root)
+    artifact = StageArtifact(root, "sweep", "write")
+    for name in ("shard-000000-aaaa0000.tfrecord.gz", "shard-000000-dead0000.tfrecord.gz",
+                 "shard-000001-bbbb0000.tfrecord.gz", "dead_letters.jsonl"):
+        (artifact.path / name).write_bytes(b"x")
+    committed = artifact.commit({"shards": [{"path": "shard-000000-aaaa0000.tfrecord.gz"},
+                                            {"path": "shard-000001-bbbb0000.tfrecord.gz"}],
+                                 "dead_letters": {"path": "dead_letters.jsonl"}})
+    assert sorted(committed.files()) == [  # type: ignore[union-attr]
+        "dead_letters.jsonl", MANIFEST, "shard-000000-aaaa0000.tfrecord.gz",
+        "shard-000001-bbbb0000.tfrecord.gz"]
 
 
 def test_resume_after_a_failed_stage_on_s3(s3_root, numbers, tmp_path, monkeypatch):  # noqa: F811
