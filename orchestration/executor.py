@@ -146,10 +146,12 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Folder, run_id: str,
         for report in reports:
             if report.status not in ("succeeded", "reused", "cached"):
                 report.status = "failed"
-                if report.stage in artifacts:
-                    artifacts[report.stage].abandon()
                 if recorder is not None:
                     recorder.failed(report.stage, report, exc)
+        kept = {r.stage for r in reports if r.status != "failed"}
+        for name, artifact in artifacts.items():  # (a chained stage's may have no report yet)
+            if name not in kept:
+                artifact.abandon()
         _write_run(folder, {**record, "status": "cancelled" if cancelled else "failed",
                             "finished_at": _now(),
                             "error": f"{type(exc).__name__}: {exc}"})

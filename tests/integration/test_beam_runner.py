@@ -8,6 +8,7 @@ byte they exchange with the driver on the S3 server, and with a temp folder nobo
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -19,11 +20,15 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from seqline.components import preprocess
+from seqline.components import COMPONENTS, preprocess
 from seqline.components import stage as new_stage
+from seqline.orchestration.executor import run_pipeline
+from seqline.orchestration.runners import make_runner
 from seqline.orchestration.runners.beam import BeamRunner, SeqlineMap
 from seqline.orchestration.runners.beam_transforms import read_result, result_name
+from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.blocks import SEQ, batch_to_ipc, to_blocks
+from seqline.pipeline.config import parse_pipeline
 from seqline.pipeline.errors import ConfigError, StageError
 from tests.conftest import USERFNS
 from tests.s3 import s3_root, s3_server  # noqa: F401  (fixtures)
@@ -144,6 +149,50 @@ def test_map_chain_stops_a_block_where_a_stage_fails_or_keeps_nothing():
     assert failed == [0]  # returned, not raised: the failure is the second stage's to raise
     with pytest.raises(StageError, match=r"stage 'more' failed on seq 20 \(block 0\)"):
         chained[0][1].raise_if_failed()
+
+
+CHAINED = """
+name: chained
+stages:
+  - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 40}}
+  - {name: write, component: tfrecord_write, params: {shard_records: 100}}
+  - name: features
+    component: preprocess
+    params: {fn: "latency:FN", fn_kwargs: {KW}}
+"""
+
+
+def _chained_run(tmp_path, fn: str, kw: str):
+    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(1000)))
+    shutil.copy(USERFNS / "latency.py", tmp_path)
+    text = CHAINED.replace("FN", fn).replace("KW", kw)
+    spec = parse_pipeline(text, tmp_path, COMPONENTS)
+    with BeamRunner(workers=2, mode="multi_processing") as runner:
+        return run_pipeline(spec, runner, tmp_path / "root", "r1")
+
+
+def test_chained_stages_store_what_the_local_runner_stores(tmp_path):
+    reports = {r.stage: r for r in _chained_run(tmp_path, "skewed", "base_ms: 10, seed: 4")}
+    spec = parse_pipeline(CHAINED.replace("FN", "skewed").replace("KW", "base_ms: 10, seed: 4"),
+                          tmp_path, COMPONENTS)
+    with make_runner("local", workers=2) as runner:
+        run_pipeline(spec, runner, tmp_path / "root", "local")
+    for stage in ("write", "features"):
+        beam_dir, local_dir = (tmp_path / "root" / "runs" / run / stage for run in ("r1", "local"))
+        names = sorted(p.name for p in local_dir.iterdir() if p.name != "manifest.json")
+        assert sorted(p.name for p in beam_dir.iterdir() if p.name != "manifest.json") == names
+        for name in names:
+            assert (beam_dir / name).read_bytes() == (local_dir / name).read_bytes(), name
+        assert read_manifest(beam_dir)["seq_digest"] == read_manifest(local_dir)["seq_digest"]
+    assert reports["features"].blocks == reports["write"].blocks == 10
+
+
+def test_a_chained_stage_fails_by_itself_and_commits_nothing(tmp_path):
+    with pytest.raises(StageError, match=r"stage 'features' failed on seq 420 \(block 4\)"):
+        _chained_run(tmp_path, "boom_at", "seq: 420")
+    run = tmp_path / "root" / "runs" / "r1"
+    assert not (run / "features").exists()
+    assert list(run.glob(".*.tmp-*")) == []  # nothing half-written left behind
 
 
 @pytest.mark.parametrize("options", [["--runner=FlinkRunner", "--flink_master=host:8081"],
