@@ -38,7 +38,7 @@ def _once(pipeline: Path, root: Path, chained: bool, workers: int) -> dict:
     run_id = f"{'chained' if chained else 'jobs'}-{uuid.uuid4().hex[:6]}"
     start = time.time()
     with make_runner("beam", workers=workers, mode="multi_processing") as runner:
-        runner.chains_stages = chained  # type: ignore[misc] - the switch this benchmark is about
+        runner.chains_stages = chained  # type: ignore[misc]  # the switch this benchmark is about
         run_pipeline(spec, runner, root, run_id)
     wall = time.time() - start
     manifests = {name: json.loads((root / "runs" / run_id / name / "manifest.json").read_text())

@@ -203,7 +203,7 @@ class _Link:
 
     after: str
     task: MapTask
-    results: Belt
+    results: Belt[BlockResult]
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ class _Run:
     line: AssemblyLine
     progress: Progress | None
     queue: int
-    belts: dict[str, Belt] = field(default_factory=dict)  # by the stage that fills it
+    belts: dict[str, Belt[Block]] = field(default_factory=dict)  # by the stage that fills it
     links: dict[str, _Link] = field(default_factory=dict)  # by the chained stage
     chains: dict[str, list[_Link]] = field(default_factory=dict)  # by the stage whose job runs them
 
@@ -255,15 +255,14 @@ def _stage_work(spec: PipelineSpec, stage: StageSpec[Any], wiring: Wiring, run: 
         if component.stores_records else None
     run.line.add_stage(stage.name, feed)
     inputs: Iterable[Block] | None = None
-    if stage.name in run.links:  # results of the job it runs in (inputs: for the waits)
-        inputs = run.links[stage.name].results
-    elif wiring.takes == "belt":
+    if wiring.takes == "belt" and stage.name not in run.links:  # (a chained one's: _produce)
         inputs = run.belts.pop(wiring.source or "")
     elif wiring.takes == "feed":
         inputs = run.line.blocks_of(wiring.source or "", stage.name)
     # A stage whose next one runs in its job (a chain) hands that one results, not blocks.
     chained = any(link.after == stage.name for link in run.links.values())
-    output = Belt(run.queue, run.line.stop) if wiring.gives_belt and not chained else None
+    output: Belt[Block] | None = Belt(run.queue, run.line.stop) \
+        if wiring.gives_belt and not chained else None
     if output is not None:
         run.belts[stage.name] = output
     if component.runs_on == "workers" or component.reads == "files":
@@ -324,13 +323,15 @@ def _reuse(report: StageReport, stage_dir: Folder, line: AssemblyLine,
 
 
 def _run_data_stage(stage: StageSpec[Any], base_dir: Path, run: _Run,
-                    inputs: Iterable[Block] | None, output: Belt | None, feed: ShardFeed | None,
+                    inputs: Iterable[Block] | None, output: Belt[Block] | None,
+                    feed: ShardFeed | None,
                     artifact: StageArtifact, report: StageReport) -> Folder:
     """One source or map stage on its thread: produce, account, pass blocks on, commit."""
     report.started = time.time()
 
     def waits() -> tuple[float, float]:
-        waited_in = inputs.waited_get if isinstance(inputs, Belt) \
+        belt = run.links[stage.name].results if stage.name in run.links else inputs
+        waited_in = belt.waited_get if isinstance(belt, Belt) \
             else run.line.feed_waits.get(stage.name, 0.0)
         return waited_in, output.waited_put if output is not None else 0.0
 

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from seqline.components.tfrecords import read_feed
 from seqline.pipeline.blocks import Block
@@ -24,6 +24,7 @@ from seqline.pipeline.storage import Folder
 
 __all__ = ["AssemblyLine", "Belt", "Stopped"]
 
+T = TypeVar("T")
 _END = object()
 _POLL = 0.05  # seconds between checks for a stopped line while waiting on a belt
 
@@ -32,8 +33,9 @@ class Stopped(Exception):
     """Another stage failed and the line is stopping; this stage ends without an error."""
 
 
-class Belt:
-    """A bounded queue of blocks from one stage to the next, timing the waits at both ends."""
+class Belt(Generic[T]):
+    """A bounded queue of blocks from one stage to the next, timing the waits at both ends
+    (or of block results, from the job that a chained stage runs in: executor._Link)."""
 
     def __init__(self, capacity: int, stop: threading.Event) -> None:
         if capacity < 1:
@@ -43,7 +45,7 @@ class Belt:
         self.waited_put = 0.0  # the producer, blocked on a full belt
         self.waited_get = 0.0  # the consumer, blocked on an empty belt
 
-    def put(self, item: Any) -> None:
+    def put(self, item: T) -> None:
         start = time.perf_counter()
         while True:
             try:
@@ -55,9 +57,9 @@ class Belt:
         self.waited_put += time.perf_counter() - start
 
     def close(self) -> None:
-        self.put(_END)
+        self.put(_END)  # type: ignore[arg-type]  # the end mark, never yielded
 
-    def __iter__(self) -> Iterator[Block]:
+    def __iter__(self) -> Iterator[T]:
         while True:
             start = time.perf_counter()
             while True:
