@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from seqline.orchestration.dashboard import queries
-from seqline.orchestration.dashboard.context import dashboard_of, page_number
+from seqline.orchestration.dashboard.context import GZIPPED, dashboard_of, page_number
 from seqline.orchestration.dashboard.schedules import schedules_view
 from seqline.orchestration.dashboard.views import stage_view
 
@@ -44,17 +44,16 @@ def run(request: Request) -> JSONResponse:
     return _json(detail)
 
 
-def samples(request: Request) -> Response:
+async def samples(request: Request) -> Response:
     """`/api/runs/{run_id}/samples`: {stage: {t, records_done, rows_per_s, waits, …}}."""
     dash, run_id = dashboard_of(request), request.path_params["run_id"]
 
     def answer() -> Response:
         detail = dash.found(queries.run_page, run_id)
-        ids = {s["stage_run_id"]: s["name"] for s in detail["stages"]}
         return _json({"run_id": detail["run_id"], "status": detail["status"],
-                      "t0": detail["t0"], "stages": dash.read(queries.series, ids)})
+                      "t0": detail["t0"], "stages": dash.series(detail["stages"])})
 
-    return dash.live(request, run_id, answer)
+    return await dash.live(request, run_id, answer)
 
 
 def stage(request: Request) -> JSONResponse:
@@ -69,16 +68,17 @@ def stage(request: Request) -> JSONResponse:
     return _json(view)
 
 
-def stage_samples(request: Request) -> Response:
+async def stage_samples(request: Request) -> Response:
     """`/api/runs/{run_id}/stages/{stage}/samples`: one stage's samples, for its charts."""
     dash, run_id = dashboard_of(request), request.path_params["run_id"]
 
     def answer() -> Response:
         row = dash.found(queries.stage_row, run_id, request.path_params["stage"])
-        found = dash.read(queries.series, {row.id: row.stage})
+        t0 = row.started.timestamp() if row.started else None  # as run_page's stage t0
+        found = dash.series([{"stage_run_id": row.id, "t0": t0, "name": row.stage}])
         return _json({"stage": row.stage, "samples": found[row.stage]})
 
-    return dash.live(request, run_id, answer)
+    return await dash.live(request, run_id, answer)
 
 
 def history(request: Request) -> JSONResponse:
@@ -97,11 +97,11 @@ def schedules(request: Request) -> JSONResponse:
 
 
 routes = [
-    Route("/api/runs", runs),
-    Route("/api/runs/{run_id}", run),
-    Route("/api/runs/{run_id}/samples", samples),
+    Route("/api/runs", runs, middleware=GZIPPED),
+    Route("/api/runs/{run_id}", run, middleware=GZIPPED),
+    Route("/api/runs/{run_id}/samples", samples),  # the samples: gzipped by the LiveCache
     Route("/api/runs/{run_id}/stages/{stage:path}/samples", stage_samples),
-    Route("/api/runs/{run_id}/stages/{stage:path}/history", history),
-    Route("/api/runs/{run_id}/stages/{stage:path}", stage),
-    Route("/api/schedules", schedules),
+    Route("/api/runs/{run_id}/stages/{stage:path}/history", history, middleware=GZIPPED),
+    Route("/api/runs/{run_id}/stages/{stage:path}", stage, middleware=GZIPPED),
+    Route("/api/schedules", schedules, middleware=GZIPPED),
 ]

@@ -11,31 +11,37 @@ from sqlalchemy import Engine
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.gzip import GZipMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from seqline.orchestration.api import store_url
 from seqline.orchestration.dashboard import api, pages, queries
 from seqline.orchestration.dashboard.cache import LiveCache
-from seqline.orchestration.dashboard.context import Dashboard
+from seqline.orchestration.dashboard.context import GZIPPED, Dashboard
 from seqline.orchestration.dashboard.live import Watchers
 from seqline.orchestration.dashboard.metrics import StoreCollector
 from seqline.orchestration.dashboard.security import SafetyMiddleware, is_loopback
 from seqline.orchestration.store import DB_FILE, RunStore
 from seqline.orchestration.store.engine import make_engine
+from seqline.pipeline.storage import Folder, open_root
 
-__all__ = ["allowed_hosts", "create_app", "store_url"]
+__all__ = ["allowed_hosts", "create_app", "store_of"]
 
 STATIC = Path(__file__).parent / "static"
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 
-def store_url(root: Path, url: str | None) -> str:
-    """The store's URL: `url`, else SQLite at ROOT/seqline.db (as every seqline command)."""
-    return url or f"sqlite:///{Path(root).resolve() / DB_FILE}"
+def store_of(root: Folder, url: str | None) -> str:
+    """The store's URL: `url`, else the store `seqline run` uses for this root: SQLite at
+    ROOT/seqline.db, or for an object-store root a local file named after it (api.store_url).
+    The store is opened (created, migrated) there first, as every seqline command does.
+    """
+    base, found = store_url(root, url)  # the run's rule, one place
+    RunStore.open(base, found).close()
+    return found or f"sqlite:///{Path(base).resolve() / DB_FILE}"
 
 
 def allowed_hosts(host: str, extra: list[str] | None = None) -> list[str]:
@@ -55,7 +61,7 @@ def allowed_hosts(host: str, extra: list[str] | None = None) -> list[str]:
     return sorted({*names, *(extra or [])} - {"0.0.0.0", "::", ""})
 
 
-def create_app(root: Path, url: str | None = None, *, token: str | None = None,
+def create_app(root: Folder | str, url: str | None = None, *, token: str | None = None,
                hosts: list[str] | None = None) -> Starlette:
     """The dashboard over the run store of `root` (or `url`).
 
@@ -63,20 +69,26 @@ def create_app(root: Path, url: str | None = None, *, token: str | None = None,
     after that the app reads it through an engine whose connections refuse writes.
 
     Args:
-        root: the artifact root (manifests and dead letters are read under ROOT/runs/).
+        root: the artifact root, a folder or an fsspec URL (manifests and dead letters are
+            read under ROOT/runs/).
         url: the run store's URL; default SQLite under the root.
         token: if set, every request must carry it (see SafetyMiddleware).
         hosts: the Host header values to answer; default loopback names.
 
     Returns:
         The ASGI app.
+
+    Raises:
+        ConfigError: a root URL that is malformed, carries credentials or names a bucket
+            that cannot be reached (storage.open_root).
     """
-    RunStore.open(root, url).close()
-    engine = queries.make_read_only(make_engine(store_url(root, url)))
+    root = open_root(root)
+    pages.compile_templates()
+    engine = queries.make_read_only(make_engine(store_of(root, url)))
     watchers = Watchers(lambda run_id: _stamp(engine, run_id),
                         lambda run_id, view, version: pages.snapshot(dashboard, run_id, view,
                                                                      version))
-    dashboard = Dashboard(root=Path(root), engine=engine, watchers=watchers, cache=LiveCache())
+    dashboard = Dashboard(root=root, engine=engine, watchers=watchers, cache=LiveCache())
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(engine))
 
@@ -85,12 +97,11 @@ def create_app(root: Path, url: str | None = None, *, token: str | None = None,
                         headers={"Cache-Control": "no-store"})
 
     app = Starlette(
-        routes=[*pages.routes, *api.routes, Route("/metrics", metrics),
-                Mount("/static", StaticFiles(directory=STATIC), name="static")],
+        routes=[*pages.routes, *api.routes, Route("/metrics", metrics, middleware=GZIPPED),
+                Mount("/static", StaticFiles(directory=STATIC), name="static",
+                      middleware=GZIPPED)],
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts or LOOPBACK_NAMES),
-                    Middleware(SafetyMiddleware, token=token),
-                    # HTML, JSON and the vendored scripts shrink 3-4x; streams are left alone.
-                    Middleware(GZipMiddleware, minimum_size=1024)],
+                    Middleware(SafetyMiddleware, token=token)],
         exception_handlers={HTTPException: pages.http_error})
     app.state.dashboard = dashboard
     return app

@@ -37,6 +37,16 @@ class Memo(Generic[T]):
         self._locks: dict[Any, threading.Lock] = {}
         self._guard = threading.Lock()
 
+    def peek(self, key: Any) -> T | None:
+        """The newest value kept for `key`, at whatever version (None: none kept)."""
+        hit = self._entries.get(key)
+        return hit[1] if hit is not None else None
+
+    def current(self, key: Any, version: int) -> T | None:
+        """The value of `key` if one is kept at `version` (never computes, never waits)."""
+        hit = self._entries.get(key)
+        return hit[1] if hit is not None and hit[0] == version else None
+
     def get(self, key: Any, version: int, compute: Callable[[], T]) -> T:
         """The value of `key` at `version`, else `compute()`'s (then kept); its exceptions (a
         404) pass through, nothing kept."""
@@ -57,19 +67,14 @@ class Memo(Generic[T]):
 
 
 class _Body:
-    """A response body, and its gzip made on first need (once, not on every load)."""
+    """A response body and its gzip, made once where the body is made (a worker thread),
+    so that a load answered from the cache does no work but a socket write."""
 
     def __init__(self, made: Response) -> None:
         self.body, self.status, self.media_type = bytes(made.body), made.status_code, \
             made.media_type
-        self._gzipped: bytes | None = None
-        self._lock = threading.Lock()
-
-    def gzipped(self) -> bytes:
-        with self._lock:
-            if self._gzipped is None:
-                self._gzipped = gzip.compress(self.body, GZIP_LEVEL, mtime=0)
-            return self._gzipped
+        self.gzipped = gzip.compress(self.body, GZIP_LEVEL, mtime=0) \
+            if len(self.body) >= GZIP_MIN_BYTES else None
 
 
 class LiveCache:
@@ -78,6 +83,12 @@ class LiveCache:
 
     def __init__(self) -> None:
         self._bodies: Memo[_Body] = Memo()
+
+    def cached(self, request: Request, key: str, version: int | None) -> Response | None:
+        """The answer for `key` if one is kept at `version`, without waiting or computing:
+        the event loop answers a hit itself, with no hop to a worker thread."""
+        found = self._bodies.current(key, version) if version is not None else None
+        return _response(request, found) if found is not None else None
 
     def get(self, request: Request, key: str, version: int | None,
             compute: Callable[[], Response]) -> Response:
@@ -94,10 +105,13 @@ class LiveCache:
         """
         if version is None:
             return compute()
-        found = self._bodies.get(key, version, lambda: _Body(compute()))
-        headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
-        body = found.body
-        if len(body) >= GZIP_MIN_BYTES and "gzip" in request.headers.get("accept-encoding", ""):
-            body, headers["Content-Encoding"] = found.gzipped(), "gzip"
-        return Response(body, status_code=found.status, media_type=found.media_type,
-                        headers=headers)
+        return _response(request, self._bodies.get(key, version, lambda: _Body(compute())))
+
+
+def _response(request: Request, found: _Body) -> Response:
+    headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
+    body = found.body
+    if found.gzipped is not None and "gzip" in request.headers.get("accept-encoding", ""):
+        body, headers["Content-Encoding"] = found.gzipped, "gzip"
+    return Response(body, status_code=found.status, media_type=found.media_type,
+                    headers=headers)

@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from sqlalchemy.exc import ArgumentError, OperationalError
 
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.options import say
 
 __all__ = ["register"]
 
@@ -23,8 +25,11 @@ def register(app: typer.Typer) -> None:
 
 
 def dashboard(
-    root: Annotated[Path, typer.Option(help="Artifact root; the store is ROOT/seqline.db "
-                                            "unless --store says otherwise.")] = DEFAULT_ROOT,
+    # Text, not a Path: a Path would turn s3://bucket into s3:/bucket.
+    root: Annotated[str, typer.Option(
+        help="Artifact root: a folder or an fsspec URL (s3://bucket/prefix, gs://...); the "
+             "store is ROOT/seqline.db (for a URL, ~/.seqline/stores/<name>.db) unless "
+             "--store says otherwise.")] = str(DEFAULT_ROOT),
     store: Annotated[str | None, typer.Option(
         "--store", help="Run store URL, e.g. postgresql+psycopg://user@host/db.")
     ] = DEFAULT_STORE,
@@ -41,10 +46,12 @@ def dashboard(
 ) -> None:
     """Serve the dashboard: every run and stage, live; JSON under /api/; Prometheus /metrics.
 
-    Read-only, loopback by default. Example: seqline dashboard --root .seqline, then open
-    http://127.0.0.1:8765/.
+    Read-only, loopback by default. Example: seqline dashboard --root .seqline (or
+    --root s3://bucket/prefix), then open http://127.0.0.1:8765/.
     """
     from seqline.orchestration.dashboard.security import is_loopback
+    from seqline.pipeline.errors import SeqlineError
+    from seqline.pipeline.storage import open_root
 
     token = _read_token(token_file) if token_file is not None else None
     if token is None and not is_loopback(host):
@@ -57,9 +64,16 @@ def dashboard(
     except ImportError as exc:
         _fail(f"the dashboard needs its extra ({exc.name} is missing): "
               "pip install 'seqline[dashboard]'")
-    app = create_app(root, store, token=token, hosts=allowed_hosts(host, allow_host))
+    try:  # a bad URL, credentials in it, a missing bucket, a bad store: before serving
+        app = create_app(open_root(root), store, token=token,
+                         hosts=allowed_hosts(host, allow_host))
+    except SeqlineError as exc:  # e.g. ConfigError from open_root, a newer store
+        _fail(str(exc))
+    except (ArgumentError, OperationalError) as exc:
+        _fail(f"cannot open the run store at {store or root}: {str(exc).splitlines()[0]}. "
+              "Check --store (postgresql+psycopg://user@host:port/db) or --root.")
     shown = f"[{host}]" if ":" in host else host
-    typer.echo(f"seqline dashboard on http://{shown}:{port}/ (read-only; Ctrl-C stops it)")
+    say(f"seqline dashboard on http://{shown}:{port}/ (read-only; Ctrl-C stops it)")
     uvicorn.run(app, host=host, port=port, log_level="warning", http=_http_parser(),
                 timeout_graceful_shutdown=GRACEFUL_SECONDS, server_header=False)
 

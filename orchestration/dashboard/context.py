@@ -5,18 +5,29 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 
+from seqline.orchestration.dashboard import queries
 from seqline.orchestration.dashboard.cache import LiveCache, Memo
 from seqline.orchestration.dashboard.live import Watchers
+from seqline.orchestration.dashboard.series import SampleCache
+from seqline.pipeline.storage import Folder
 
-__all__ = ["Dashboard", "dashboard_of", "page_number"]
+__all__ = ["GZIPPED", "Dashboard", "dashboard_of", "page_number"]
+
+# Gzip for the routes whose answers are made per request (HTML, JSON and the vendored
+# scripts shrink 3-4x). Not an app-wide middleware: the live pages keep their gzipped bytes
+# in the LiveCache, and an event stream is never compressed, yet an app-wide gzip would
+# still wrap every one of their answers and every pushed update.
+GZIPPED = [Middleware(GZipMiddleware, minimum_size=1024)]
 
 T = TypeVar("T")
 # A page of a run nobody watches live (an ended run, mostly) changes only when another run of
@@ -29,13 +40,19 @@ UNWATCHED_SECONDS = 2.0
 class Dashboard:
     """The server's state, built once by `create_app` (handlers only read it)."""
 
-    root: Path
+    root: Folder  # a local Path, or a storage.Location for an object-store root
     engine: Engine
     watchers: Watchers
     cache: LiveCache
     # What a page shows (run_view's or stage_view's dict) per run, view and version: the
     # live stream's update and the pages loaded at the same version share one computation.
     views: Memo[dict[str, Any]] = field(default_factory=lambda: Memo(256))
+    # The run's row and its stages, and every stage's samples, per run and version: a run
+    # page and its stage pages at one version read the store once between them, not once
+    # each (the run's detail is 8 queries).
+    runs: Memo[dict[str, Any]] = field(default_factory=lambda: Memo(64))
+    samples: Memo[dict[str, Any]] = field(default_factory=lambda: Memo(64))
+    charts: SampleCache = field(default_factory=SampleCache)
 
     def version(self, run_id: str) -> int:
         """The run's version: while it is watched live, its count of changes; else a
@@ -44,16 +61,51 @@ class Dashboard:
         return version if version is not None \
             else -int(time.monotonic() // UNWATCHED_SECONDS) - 1
 
-    def live(self, request: Request, run_id: str, compute: Callable[[], Response]) -> Response:
+    async def live(self, request: Request, run_id: str,
+                   compute: Callable[[], Response]) -> Response:
         """`compute()`'s answer, shared by every request for the same address: while the run
-        is watched, until it changes; else for up to UNWATCHED_SECONDS (see LiveCache)."""
+        is watched, until it changes; else for up to UNWATCHED_SECONDS (see LiveCache).
+        A kept answer is sent from the event loop; only computing goes to a worker thread
+        (most loads of a watched page are answered from the cache)."""
         key = request.url.path + "?" + request.url.query
-        return self.cache.get(request, key, self.version(run_id), compute)
+        version = self.version(run_id)
+        hit = self.cache.cached(request, key, version)
+        if hit is not None:
+            return hit
+        return await run_in_threadpool(self.cache.get, request, key, version, compute)
 
     def view(self, run_id: str, name: str, version: int,
              compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """A page's data (`name`: "run" or "stage/NAME") at `version`, computed once."""
         return self.views.get((run_id, name), version, compute)
+
+    def run_at(self, run_id: str, version: int | None = None) -> dict[str, Any]:
+        """`queries.run_page` of the run at `version` (None: now), as a copy whose stage
+        dicts a view may add to; a missing run is a 404."""
+        if version is None:
+            return self.found(queries.run_page, run_id)
+        run = self.runs.get(run_id, version, lambda: self.found(queries.run_page, run_id))
+        return {**run, "stages": [dict(stage) for stage in run["stages"]]}
+
+    def series(self, stages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The samples of some stages (run_page's dicts) as chart columns, {name: columns},
+        read incrementally (series.SampleCache); read-only, shared."""
+        return self.read(self.charts.series, [(s["stage_run_id"], s["t0"], s["name"])
+                                              for s in stages])
+
+    def samples_at(self, run: dict[str, Any], version: int | None = None) -> dict[str, Any]:
+        """Every stage's samples ({name: columns}) of `run` (run_at's) at `version`; treat
+        as read-only (shared by the views of that version)."""
+        if version is None:
+            return self.series(run["stages"])
+        return self.samples.get(run["run_id"], version, lambda: self.series(run["stages"]))
+
+    def knows(self, run_id: str, stage: str | None = None) -> bool:
+        """Whether the run (and stage) is known without asking the store: it was read for a
+        page lately (a run's stages are never removed while it exists). False: ask."""
+        run = self.runs.peek(run_id)
+        return run is not None and (stage is None or any(s["name"] == stage
+                                                         for s in run["stages"]))
 
     def read(self, query: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run `query(conn, *args, **kwargs)` on a pooled read-only connection."""

@@ -4,7 +4,8 @@ The rule: a run id and a stage name from a URL are first looked up in the run st
 caller does that); only then is `ROOT/runs/<run>/<stage>/<file>` opened, and only if its
 resolved path (symlinks followed) is still inside the root. Nothing is unpickled: JSON only.
 On an object-store root (a URL or a storage.Location) there are no symlinks: a part that is
-empty, absolute or `..` is refused, and the object is read through fsspec.
+empty, absolute, `.` or `..` is refused, and the object is read through fsspec (the same
+code as a local file: one read, no listing; the manifest names a stage's dead letters).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import json
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from seqline.pipeline.artifacts import MANIFEST, VERDICT
 from seqline.pipeline.deadletters import DEAD_LETTERS
-from seqline.pipeline.storage import Folder, Location, folder, is_remote
+from seqline.pipeline.storage import Folder, Location, folder
 
 __all__ = ["PAGE_SIZE", "dead_letters_page", "inside_root", "manifest_of", "shards_page",
            "verify_of"]
@@ -26,13 +27,15 @@ PAGE_SIZE = 50
 # A manifest larger than this is not a seqline manifest (a train manifest with every batch's
 # first/last seq for 100 epochs of a large run stays well below it).
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+# How much of an object-store file one request reads: a page of dead letters is ~10-50 KB.
+READ_BLOCK_BYTES = 256 * 1024
 
 
 def inside_root(root: Folder | str, *parts: str) -> Folder | None:
     """`root/parts…` resolved, or None when that leaves the root (`..`, a symlink out).
 
     Args:
-        root: the artifact root.
+        root: the artifact root: a local folder, or a Location (or URL) on an object store.
         parts: path parts, each already known to the store (a run id, a stage name, a file);
             a stage named `a/b` is the nested folder seqline wrote for it.
 
@@ -45,7 +48,9 @@ def inside_root(root: Folder | str, *parts: str) -> Folder | None:
         return None
     place = folder(root) if isinstance(root, str) else root
     if isinstance(place, Location):
-        if any(".." in p.split("/") for p in parts):
+        # Keys have no symlinks, but fsspec and some stores normalise `..` and `.`, and an
+        # empty segment (`a//b`) is another key than the one seqline wrote: refuse them all.
+        if any(seg in ("", ".", "..") for p in parts for seg in p.split("/")):
             return None
         for part in parts:
             place = place / part
@@ -57,26 +62,39 @@ def inside_root(root: Folder | str, *parts: str) -> Folder | None:
 
 def manifest_of(root: Folder | str, run_id: str, stage: str) -> dict[str, Any] | None:
     """A committed stage's manifest (None before it commits, or if it is unsafe to read)."""
-    path = inside_root(root, "runs", run_id, stage, MANIFEST)
-    if path is None or not path.is_file() or _size(path) > MAX_MANIFEST_BYTES:
-        return None
-    try:
-        found = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
+    return _json_at(inside_root(root, "runs", run_id, stage, MANIFEST))
 
 
 def verify_of(root: Folder | str, run_id: str) -> dict[str, Any] | None:
     """The verdict `seqline run` saved as ROOT/runs/<run>/verify.json, if it saved one."""
-    path = inside_root(root, "runs", run_id, VERDICT)
-    if path is None or not path.is_file():
+    return _json_at(inside_root(root, "runs", run_id, VERDICT))
+
+
+def _json_at(path: Folder | None) -> dict[str, Any] | None:
+    """The JSON object in a file under the root; None if absent, too large or not JSON.
+
+    Read in one go rather than asked about first: on an object store every question is a
+    request, and a listing cached by fsspec could hide a manifest committed since.
+    """
+    if path is None:
         return None
     try:
-        found = json.loads(path.read_text())
-    except (OSError, ValueError):
+        with _open(path) as f:
+            data = f.read(MAX_MANIFEST_BYTES + 1)
+        found = json.loads(data) if len(data) <= MAX_MANIFEST_BYTES else None
+    except (OSError, ValueError):  # missing (not committed yet), a folder, unreadable
         return None
     return found if isinstance(found, dict) else None
+
+
+def _open(path: Folder) -> IO[bytes]:
+    """`path` for reading bytes; on an object store without a cached listing (other
+    processes write there) and in small blocks (a page needs a few KB, not fsspec's
+    default of tens of MB read ahead)."""
+    if isinstance(path, Path):
+        return path.open("rb")
+    path.fs.invalidate_cache(path.path)
+    return path.fs.open(path.path, "rb", block_size=READ_BLOCK_BYTES)  # type: ignore[no-any-return]
 
 
 def shards_page(manifest: dict[str, Any] | None, page: int) -> dict[str, Any]:
@@ -97,7 +115,8 @@ def shards_page(manifest: dict[str, Any] | None, page: int) -> dict[str, Any]:
 
 
 def dead_letters_page(root: Folder | str, run_id: str, stage: str, total: int,
-                      page: int) -> dict[str, Any] | None:
+                      page: int, manifest: dict[str, Any] | None = None
+                      ) -> dict[str, Any] | None:
     """One page of a stage's dead letters: seq, file, line, reason, raw text.
 
     Args:
@@ -106,21 +125,23 @@ def dead_letters_page(root: Folder | str, run_id: str, stage: str, total: int,
         stage: a stage of it known to the store.
         total: how many the store counted (for the page count).
         page: 0-based page number.
+        manifest: the stage's manifest if committed: it names the file (on an object store
+            the name is per attempt); else the local name, written as they arrive.
 
     Returns:
         {"rows", "page", "pages", "total"}; None when the file is outside the root.
     """
-    entry = ((manifest_of(root, run_id, stage) or {}).get("dead_letters") or {}) \
-        if is_remote(root) else {}  # named per attempt on an object store
+    entry = (manifest or {}).get("dead_letters") or {}
     name = str(entry.get("path") or DEAD_LETTERS)
     path = inside_root(root, "runs", run_id, stage, name) if "/" not in name else None
     if path is None:
         return None
-    if not path.is_file():
-        return _page(total, page, [])
-    with path.open("rb") as f:
-        text = (line.decode("utf-8", errors="replace") for line in f)
-        lines = list(islice(text, page * PAGE_SIZE, (page + 1) * PAGE_SIZE))
+    try:
+        with _open(path) as f:
+            text = (line.decode("utf-8", errors="replace") for line in f)
+            lines = list(islice(text, page * PAGE_SIZE, (page + 1) * PAGE_SIZE))
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return _page(total, page, [])  # none set aside yet (or not uploaded until commit)
     rows = []
     for line in lines:
         try:
@@ -129,10 +150,6 @@ def dead_letters_page(root: Folder | str, run_id: str, stage: str, total: int,
             letter = {"reason": "unreadable line", "raw": line}
         rows.append({key: letter.get(key) for key in ("seq", "file", "line", "reason", "raw")})
     return _page(total, page, rows)
-
-
-def _size(path: Folder) -> int:
-    return path.stat().st_size if isinstance(path, Path) else int(path.fs.size(path.path))
 
 
 def _page(total: int, page: int, rows: list[Any]) -> dict[str, Any]:

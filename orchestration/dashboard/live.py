@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from anyio import to_thread
-from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 __all__ = ["POLL_SECONDS", "Snapshot", "Watchers"]
@@ -54,7 +53,7 @@ class _Watch:
         self.bumped = float("-inf")  # loop time of the last change announced
         # Per view, the update events made at the current version, keyed by what the page
         # had: pages that followed the same updates share one JSON encoding.
-        self.encoded: dict[str, tuple[int, dict[Any, tuple[str, dict[str, float]]]]] = {}
+        self.encoded: dict[str, tuple[int, dict[Any, tuple[bytes, dict[str, float]]]]] = {}
 
     def bump(self, stamp: Any) -> None:
         self.stamp, self.version = stamp, self.version + 1
@@ -121,6 +120,9 @@ class Watchers:
 
     async def _snapshot(self, run_id: str, view: str, watch: _Watch) -> Snapshot:
         """The view at the watch's version, made by the first stream that asks."""
+        made = watch.snapshots.get(view)
+        if made is not None and made[0] == watch.version:
+            return made[1]  # the other 49 streams of a view: no lock to take
         lock = watch.making.setdefault(view, asyncio.Lock())
         async with lock:
             version = watch.version  # read first: the snapshot is at least this new
@@ -130,47 +132,50 @@ class Watchers:
                 made = watch.snapshots[view] = (version, snapshot)
             return made[1]
 
-    def stream(self, request: Request, run_id: str, view: str) -> Response:
+    def stream(self, run_id: str, view: str) -> Response:
         """`text/event-stream`: `update` events ({status, html, samples}) until `end`.
 
         The first update carries every sample; later ones only samples newer than the last
         sent. The page closes its EventSource on `end` (else it would reconnect).
         """
-        return StreamingResponse(self._events(request, run_id, view),
+        return StreamingResponse(self._events(run_id, view),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store",
                                           "X-Accel-Buffering": "no"})
 
-    async def _events(self, request: Request, run_id: str, view: str) -> AsyncIterator[str]:
+    async def _events(self, run_id: str, view: str) -> AsyncIterator[bytes]:
+        # A closed tab needs no check here: StreamingResponse listens for the disconnect
+        # and cancels this generator (its `finally` still runs). Asking on every update
+        # (request.is_disconnected) cost more CPU than the update itself.
         watch = self._join(run_id)
         sent: dict[str, float] = {}  # per stage: the newest sample time this page has
         try:
-            yield "retry: 2000\n\n"
+            yield b"retry: 2000\n\n"
             seen = 0
             while True:
                 changed = watch.changed  # taken first: a change from here on wakes us
                 if seen != watch.version and watch.stamp is not None:
                     seen = watch.version
                     snapshot = await self._snapshot(run_id, view, watch)
-                    text, sent = _update(watch, view, seen, snapshot, sent)
-                    yield text
+                    data, sent = _update(watch, view, seen, snapshot, sent)
+                    yield data
                 if watch.ended and seen == watch.version:
                     yield _event("end", {"status": watch.stamp[0] if watch.stamp else None})
                     return
-                if await request.is_disconnected():
-                    return
-                try:  # wake on a change, or now and then to notice a closed tab
-                    await asyncio.wait_for(changed.wait(), timeout=KEEPALIVE_SECONDS)
+                try:  # wake on a change, or now and then to keep proxies from closing it
+                    async with asyncio.timeout(KEEPALIVE_SECONDS):
+                        await changed.wait()
                 except TimeoutError:
-                    yield ": keep-alive\n\n"
+                    yield b": keep-alive\n\n"
         finally:
             watch.clients -= 1
 
 
 def _update(watch: _Watch, view: str, version: int, snapshot: Snapshot,
-            sent: dict[str, float]) -> tuple[str, dict[str, float]]:
+            sent: dict[str, float]) -> tuple[bytes, dict[str, float]]:
     """The update event for a page that has the samples up to `sent`, and its new `sent`:
-    encoded once per version for all pages that had the same samples (most follow along)."""
+    encoded once per version, to bytes, for all pages that had the same samples (most follow
+    along): every such page is sent the same bytes object."""
     made = watch.encoded.get(view)
     if made is None or made[0] != version:
         made = watch.encoded[view] = (version, {})
@@ -197,5 +202,5 @@ def _newer(series: dict[str, dict[str, list[Any]]],
     return out
 
 
-def _event(name: str, data: dict[str, Any]) -> str:
-    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()

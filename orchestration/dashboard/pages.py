@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -13,19 +14,22 @@ from starlette.routing import Route
 
 from seqline.orchestration.dashboard import queries
 from seqline.orchestration.dashboard.compare import run_compare_view
-from seqline.orchestration.dashboard.context import Dashboard, dashboard_of, page_number
+from seqline.orchestration.dashboard.context import GZIPPED, Dashboard, dashboard_of, page_number
 from seqline.orchestration.dashboard.live import Snapshot
 from seqline.orchestration.dashboard.schedules import schedules_view
 from seqline.orchestration.dashboard.views import compare_view, run_view, stage_view
 from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
 
-__all__ = ["http_error", "render", "routes", "snapshot"]
+__all__ = ["compile_templates", "http_error", "render", "routes", "snapshot"]
 
 TEMPLATES = Path(__file__).parent / "templates"
 # Every value a page shows passes through autoescape: stage names, dead-letter text and error
 # messages are user data and must render as text, never as markup.
+# auto_reload off: the templates ship in the package and do not change while it serves, so
+# a render need not stat its file (and the files it includes) every time.
 env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(
-    enabled_extensions=("html",), default=True), trim_blocks=True, lstrip_blocks=True)
+    enabled_extensions=("html",), default=True), trim_blocks=True, lstrip_blocks=True,
+    auto_reload=False)
 GRID_RUNS = 20  # columns of the runs × stages grid: enough history to see a pattern
 
 
@@ -49,6 +53,13 @@ env.filters["seconds"] = _seconds
 env.filters["count"] = _count
 
 
+def compile_templates() -> None:
+    """Compile every template now (~20-40 ms each), at start-up rather than in the first
+    requests, which would otherwise pay for it while a run is watched."""
+    for name in env.list_templates(extensions=["html"]):
+        env.get_template(name)
+
+
 def snapshot(dash: Dashboard, run_id: str, view: str, version: int) -> Snapshot:
     """A live view's HTML and samples at `version`: "run" (the run page) or "stage/NAME" (a
     stage page's first pages); its data is shared with pages loaded at the same version."""
@@ -59,9 +70,10 @@ def snapshot(dash: Dashboard, run_id: str, view: str, version: int) -> Snapshot:
 
 def _view(dash: Dashboard, run_id: str, view: str, version: int) -> dict[str, Any]:
     if view == "run":
-        return dash.view(run_id, view, version, lambda: run_view(dash, run_id))
+        return dash.view(run_id, view, version, lambda: run_view(dash, run_id, version))
     return dash.view(run_id, view, version,
-                     lambda: stage_view(dash, run_id, view.removeprefix("stage/")))
+                     lambda: stage_view(dash, run_id, view.removeprefix("stage/"),
+                                        version=version))
 
 
 def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -84,15 +96,15 @@ def runs_page(request: Request) -> Response:
                   triggers=TRIGGERS, part=q.get("part"))
 
 
-def run_page(request: Request) -> Response:
+async def run_page(request: Request) -> Response:
     """`/runs/{run_id}` (`?part=live`: only what changes while it runs)."""
     dash, run_id = dashboard_of(request), request.path_params["run_id"]
     part = "run_live.html" if request.query_params.get("part") == "live" else "run.html"
-    return dash.live(request, run_id, lambda: render(
+    return await dash.live(request, run_id, lambda: render(
         part, **_view(dash, run_id, "run", dash.version(run_id))))
 
 
-def stage_page(request: Request) -> Response:
+async def stage_page(request: Request) -> Response:
     """`/runs/{run_id}/stages/{stage}` (`?part=live|shards|dead|batches` for fragments)."""
     dash, run_id = dashboard_of(request), request.path_params["run_id"]
     part = request.query_params.get("part")
@@ -105,9 +117,10 @@ def stage_page(request: Request) -> Response:
         if not any(pages.values()):  # the first pages: what the live stream renders too
             return render(name, **_view(dash, run_id, f"stage/{request.path_params['stage']}",
                                         dash.version(run_id)))
-        return render(name, **stage_view(dash, run_id, request.path_params["stage"], **pages))
+        return render(name, **stage_view(dash, run_id, request.path_params["stage"], **pages,
+                                         version=dash.version(run_id)))
 
-    return dash.live(request, run_id, page)
+    return await dash.live(request, run_id, page)
 
 
 def compare_page(request: Request) -> Response:
@@ -130,16 +143,15 @@ def schedules_page(request: Request) -> Response:
     return render("schedules.html", **dashboard_of(request).read(schedules_view))
 
 
-def events(request: Request) -> Response:
+async def events(request: Request) -> Response:
     """`/runs/{run_id}/events` and `/runs/{run_id}/stages/{stage}/events`: a page's live
     stream (see live.Watchers)."""
     dash = dashboard_of(request)
     run_id, stage = request.path_params["run_id"], request.path_params.get("stage")
-    if stage is None:
-        dash.found(queries.run_stamp, run_id)  # an unknown run is a 404, not a stream
-    else:
-        dash.found(queries.stage_row, run_id, stage)
-    return dash.watchers.stream(request, run_id, "run" if stage is None else f"stage/{stage}")
+    if not dash.knows(run_id, stage):  # an unknown run or stage is a 404, not a stream
+        await run_in_threadpool(dash.found, queries.stage_row if stage else queries.run_exists,
+                                run_id, *([stage] if stage else []))
+    return dash.watchers.stream(run_id, "run" if stage is None else f"stage/{stage}")
 
 
 def http_error(request: Request, exc: Exception) -> Response:
@@ -152,13 +164,13 @@ def http_error(request: Request, exc: Exception) -> Response:
 
 
 routes = [
-    Route("/", runs_page),
-    Route("/runs/{run_id}", run_page),
+    Route("/", runs_page, middleware=GZIPPED),
+    Route("/runs/{run_id}", run_page),  # gzipped by the LiveCache, as the stage page
     Route("/runs/{run_id}/events", events),
-    Route("/runs/{run_id}/compare", run_compare_page),
+    Route("/runs/{run_id}/compare", run_compare_page, middleware=GZIPPED),
     # {stage:path}: a stage name may hold a "/" (seqline writes it as nested folders).
-    Route("/runs/{run_id}/stages/{stage:path}/compare", compare_page),
+    Route("/runs/{run_id}/stages/{stage:path}/compare", compare_page, middleware=GZIPPED),
     Route("/runs/{run_id}/stages/{stage:path}/events", events),
     Route("/runs/{run_id}/stages/{stage:path}", stage_page),
-    Route("/schedules", schedules_page),
+    Route("/schedules", schedules_page, middleware=GZIPPED),
 ]

@@ -6,7 +6,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, event, func, select
+from sqlalchemy import BindParameter, Connection, Engine, bindparam, event, func, select
 
 from seqline.orchestration.store.liveness import INTERRUPTED, pid_alive
 from seqline.orchestration.store.rows import iso, now
@@ -15,11 +15,9 @@ from seqline.orchestration.store.tables import epochs, eval_metrics, runs, sampl
 from seqline.orchestration.store.views import run_detail, run_summary
 
 __all__ = ["ENDED", "grid", "history", "list_runs", "liveness", "make_read_only",
-           "pipelines_known", "previous_run", "run_page", "run_stamp", "series", "stage_row"]
+           "pipelines_known", "previous_run", "run_exists", "run_page", "run_stamp", "stage_row"]
 
 ENDED = ("succeeded", "failed", "interrupted", "cancelled")
-# A chart of a long run stays light: at most this many points per stage (every k-th sample).
-MAX_POINTS = 1500
 
 
 def make_read_only(engine: Engine) -> Engine:
@@ -155,17 +153,14 @@ def run_page(conn: Connection, run_id: str) -> dict[str, Any] | None:
     return detail
 
 
+def run_exists(conn: Connection, run_id: str) -> bool | None:
+    """True when the store has the run, else None (as the other lookups: `found` 404s)."""
+    return conn.execute(_EXISTS, {"run_id": run_id}).first() is not None or None
+
+
 def previous_run(conn: Connection, run_id: str) -> str | None:
     """The run of the same pipeline started just before `run_id` (None: it is the first)."""
-    row = conn.execute(select(runs.c.pipeline, runs.c.started)
-                       .where(runs.c.run_id == run_id)).first()
-    if row is None:
-        return None
-    earlier = (runs.c.started < row.started) | (
-        (runs.c.started == row.started) & (runs.c.run_id < run_id))
-    found: str | None = conn.execute(
-        select(runs.c.run_id).where(runs.c.pipeline == row.pipeline, earlier)
-        .order_by(runs.c.started.desc(), runs.c.run_id.desc()).limit(1)).scalar()
+    found: str | None = conn.execute(_PREVIOUS, {"run_id": run_id}).scalar()
     return found
 
 
@@ -176,30 +171,23 @@ def stage_row(conn: Connection, run_id: str, stage: str) -> Any:
         .order_by(stage_runs.c.attempt.desc()).limit(1)).first()
 
 
-def series(conn: Connection, stage_run_ids: dict[int, str]) -> dict[str, Any]:
-    """Samples of some stage runs as columns a chart can draw.
+def _stamp_queries() -> tuple[Any, Any]:
+    """run_stamp's two statements, built once: it runs every second per watched run, and
+    building a statement costs more than SQLite takes to answer it."""
+    run_id: BindParameter[str] = bindparam("run_id")
+    ids = select(stage_runs.c.id).where(stage_runs.c.run_id == run_id).scalar_subquery()
+    newest = select(func.max(samples.c.t)).where(samples.c.stage_run_id.in_(ids))
+    trained = select(func.count()).select_from(epochs).where(epochs.c.stage_run_id.in_(ids))
+    run = select(runs.c.status, runs.c.heartbeat, runs.c.started, runs.c.host, runs.c.pid,
+                 runs.c.finished, newest.scalar_subquery().label("newest"),
+                 trained.scalar_subquery().label("trained")).where(runs.c.run_id == run_id)
+    stages = select(stage_runs.c.id, stage_runs.c.status).where(
+        stage_runs.c.run_id == run_id).order_by(stage_runs.c.id)
+    return run, stages
 
-    Args:
-        conn: a read connection.
-        stage_run_ids: {stage_run_id: label}.
 
-    Returns:
-        {label: {"t": [...], "records_done", "rows_per_s", "waited_input", "waited_output",
-        "in_flight", "reorder_held": [...]}}, thinned to at most MAX_POINTS each.
-    """
-    out: dict[str, dict[str, list[Any]]] = {}
-    columns = ("t", "records_done", "rows_per_s", "waited_input", "waited_output",
-               "in_flight", "reorder_held")
-    for stage_run_id, label in stage_run_ids.items():
-        rows = conn.execute(select(*(samples.c[c] for c in columns))
-                            .where(samples.c.stage_run_id == stage_run_id)
-                            .order_by(samples.c.t)).all()
-        step = max(1, -(-len(rows) // MAX_POINTS))
-        kept = list(rows[::step])
-        if rows and kept[-1] is not rows[-1]:
-            kept.append(rows[-1])  # the newest sample always shows
-        out[label] = {c: [r[i] for r in kept] for i, c in enumerate(columns)}
-    return out
+_STAMP, _STAGE_STATUSES = _stamp_queries()
+_EXISTS = select(runs.c.run_id).where(runs.c.run_id == bindparam("run_id"))
 
 
 def run_stamp(conn: Connection, run_id: str) -> tuple[Any, ...] | None:
@@ -210,19 +198,11 @@ def run_stamp(conn: Connection, run_id: str) -> tuple[Any, ...] | None:
         store has no such run. Not the heartbeat: no page shows it, and a beat alone would
         push an update that changes nothing (a stale one changes the status shown).
     """
-    row = conn.execute(select(runs.c.status, runs.c.heartbeat, runs.c.started, runs.c.host,
-                              runs.c.pid, runs.c.finished)
-                       .where(runs.c.run_id == run_id)).first()
+    row = conn.execute(_STAMP, {"run_id": run_id}).first()
     if row is None:
         return None
-    ids = select(stage_runs.c.id).where(stage_runs.c.run_id == run_id).scalar_subquery()
-    stages = tuple(conn.execute(select(stage_runs.c.id, stage_runs.c.status)
-                                .where(stage_runs.c.run_id == run_id)
-                                .order_by(stage_runs.c.id)).all())
-    newest = conn.execute(select(func.max(samples.c.t)).where(
-        samples.c.stage_run_id.in_(ids))).scalar()
-    trained = conn.execute(select(func.count()).select_from(epochs).where(
-        epochs.c.stage_run_id.in_(ids))).scalar()
+    stages = tuple(conn.execute(_STAGE_STATUSES, {"run_id": run_id}).all())
+    newest, trained = row.newest, row.trained
     shown = liveness(row.status, row.heartbeat, row.started, row.host, row.pid)
     return (shown, iso(row.finished), stages, newest, trained)
 
@@ -240,12 +220,8 @@ def history(conn: Connection, pipeline: str, stage: str, limit: int = 30) -> lis
         run_id, started, status, seconds, records_in, records_out, dead_lettered,
         cached_from and stage_run_id per run.
     """
-    rows = conn.execute(
-        select(stage_runs, runs.c.started.label("run_started"))
-        .join(runs, runs.c.run_id == stage_runs.c.run_id)
-        .where(runs.c.pipeline == pipeline, stage_runs.c.stage == stage)
-        .order_by(runs.c.started.desc(), stage_runs.c.attempt.desc())
-        .limit(limit * 4)).all()  # a few attempts per run at most
+    rows = conn.execute(_HISTORY, {"pipeline": pipeline, "stage": stage,
+                                   "rows": limit * 4}).all()  # a few attempts per run at most
     seen: dict[str, dict[str, Any]] = {}
     for r in rows:
         if r.run_id not in seen and len(seen) < limit:
@@ -264,10 +240,34 @@ def history(conn: Connection, pipeline: str, stage: str, limit: int = 30) -> lis
 def _final_metrics(conn: Connection, ids: list[int]) -> dict[int, dict[str, float]]:
     """Each stage run's headline numbers: evaluate's overall metrics, train's last epoch."""
     found: dict[int, dict[str, float]] = defaultdict(dict)
-    for r in conn.execute(select(eval_metrics).where(
-            eval_metrics.c.stage_run_id.in_(ids), eval_metrics.c.slice_column.is_(None))):
+    for r in conn.execute(_OVERALL_METRICS, {"ids": ids}):
         found[r.stage_run_id][r.metric] = r.value
-    for r in conn.execute(select(epochs).where(epochs.c.stage_run_id.in_(ids))
-                          .order_by(epochs.c.epoch)):
+    for r in conn.execute(_EPOCHS, {"ids": ids}):
         found[r.stage_run_id] = dict(r.metrics)  # the last epoch's metrics win
     return found
+
+
+def _lookups() -> tuple[Any, ...]:
+    """The statements the pages run on every change of a watched run, built once (building
+    one costs more than SQLite takes to answer it)."""
+    this = select(runs.c.pipeline, runs.c.started).where(
+        runs.c.run_id == bindparam("run_id")).subquery()
+    previous = (select(runs.c.run_id).join(this, runs.c.pipeline == this.c.pipeline)
+                .where((runs.c.started < this.c.started)
+                       | ((runs.c.started == this.c.started)
+                          & (runs.c.run_id < bindparam("run_id"))))
+                .order_by(runs.c.started.desc(), runs.c.run_id.desc()).limit(1))
+    history = (select(stage_runs, runs.c.started.label("run_started"))
+               .join(runs, runs.c.run_id == stage_runs.c.run_id)
+               .where(runs.c.pipeline == bindparam("pipeline"),
+                      stage_runs.c.stage == bindparam("stage"))
+               .order_by(runs.c.started.desc(), stage_runs.c.attempt.desc())
+               .limit(bindparam("rows")))
+    ids: BindParameter[list[int]] = bindparam("ids", expanding=True)
+    overall = select(eval_metrics).where(eval_metrics.c.stage_run_id.in_(ids),
+                                         eval_metrics.c.slice_column.is_(None))
+    trained = select(epochs).where(epochs.c.stage_run_id.in_(ids)).order_by(epochs.c.epoch)
+    return previous, history, overall, trained
+
+
+_PREVIOUS, _HISTORY, _OVERALL_METRICS, _EPOCHS = _lookups()

@@ -20,7 +20,7 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> d
 
     Args:
         run: `queries.run_page`'s object (stages with t0/t1).
-        samples: `queries.series` keyed by stage name (cumulative waits over time).
+        samples: `Dashboard.series` keyed by stage name (cumulative waits over time).
 
     Returns:
         {"width", "height", "label", "rows": [{name, status, x, w, y, waits: [{x, w, side}]}],

@@ -18,14 +18,20 @@ __all__ = ["compare_view", "run_view", "stage_view"]
 _PLACE = re.compile(r"\bin (?P<file>\S+?), line (?P<line>\d+)")
 
 
-def run_view(dash: Dashboard, run_id: str) -> dict[str, Any]:
+def run_view(dash: Dashboard, run_id: str, version: int | None = None) -> dict[str, Any]:
     """The run, its samples, the timeline, the bottleneck, verify's verdict, the error's place.
+
+    Args:
+        dash: the server's state.
+        run_id: the run (from the address: looked up first).
+        version: the run's version (Dashboard.version): reads shared with the other views
+            at that version; None reads now.
 
     Raises:
         HTTPException: 404 when the store has no such run.
     """
-    run = dash.found(queries.run_page, run_id)
-    samples = dash.read(queries.series, {s["stage_run_id"]: s["name"] for s in run["stages"]})
+    run = dash.run_at(run_id, version)
+    samples = dash.samples_at(run, version)
     for stage in run["stages"]:
         columns = samples.get(stage["name"]) or {}
         stage["live"] = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
@@ -44,24 +50,25 @@ def run_view(dash: Dashboard, run_id: str) -> dict[str, Any]:
 
 
 def stage_view(dash: Dashboard, run_id: str, name: str, *, shards: int = 0, dead: int = 0,
-               epoch: int = 0, batches: int = 0) -> dict[str, Any]:
+               epoch: int = 0, batches: int = 0, version: int | None = None) -> dict[str, Any]:
     """One stage of a run: samples, shards and dead letters (paged), training, evaluation,
-    and its history across the pipeline's runs.
+    and its history across the pipeline's runs (`version` as for run_view).
 
     Raises:
         HTTPException: 404 when the store has no such run or stage (or its files would lie
             outside the root).
     """
-    run = dash.found(queries.run_page, run_id)
+    run = dash.run_at(run_id, version)
     stage = next((s for s in run["stages"] if s["name"] == name), None)
     if stage is None:
         raise HTTPException(404, "no such stage in this run")
-    columns = dash.read(queries.series, {stage["stage_run_id"]: name}).get(name) or {}
+    found = dash.series([stage]) if version is None else dash.samples_at(run, version)
+    columns = found.get(name) or {}
     stage["live"] = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
     manifest = files.manifest_of(dash.root, run_id, name)
     dead_total = stage["dead_lettered"] or ((manifest or {}).get("dead_letters") or {}).get(
         "count", 0)
-    letters = files.dead_letters_page(dash.root, run_id, name, dead_total, dead)
+    letters = files.dead_letters_page(dash.root, run_id, name, dead_total, dead, manifest)
     if letters is None:
         raise HTTPException(404, "that stage's files are outside the artifact root")
     return {

@@ -89,10 +89,13 @@ def root(tmp_path_factory, folder) -> Path:
 class Server:
     """`seqline dashboard` in a process of its own, on a free loopback port."""
 
-    def __init__(self, root: Path, *extra: str) -> None:
+    def __init__(self, root: Path | str, *extra: str, logs: Path | None = None) -> None:
+        """`root`: a folder or a URL; `logs`: where its log goes (default: beside a local
+        root; a URL root needs one)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = Path(root).parent / f"dashboard-{self.port}.log"  # read when a test fails
+        # read when a test fails
+        self.log = (logs or Path(root).parent) / f"dashboard-{self.port}.log"
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
                 [EXE, "dashboard", "--root", str(root), "--port", str(self.port), *extra],

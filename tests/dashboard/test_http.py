@@ -219,3 +219,20 @@ def test_run_compare_escapes_names_and_refuses_unknown_runs(server):
     assert httpx.get(server.url + "/runs/nope/compare?with=small").status_code == 404
     first = httpx.get(server.url + "/runs/demo-a/compare")  # nothing before it to compare
     assert first.status_code == 404 and "?with=RUN_ID" in first.text
+
+
+def test_answers_are_gzipped_but_event_streams_are_not(server):
+    gzip = {"Accept-Encoding": "gzip"}
+    for path in ("/", "/runs/demo-a", "/runs/demo-a/stages/features", "/api/runs",
+                 "/api/runs/demo-a/samples", "/static/uPlot.iife.min.js", "/metrics"):
+        answer = httpx.get(server.url + path, headers=gzip)
+        assert answer.status_code == 200, path
+        assert answer.headers.get("content-encoding") == "gzip", path
+        assert "default-src 'self'" in answer.headers["content-security-policy"], path
+    plain = httpx.get(server.url + "/runs/demo-a", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and "<html" in plain.text
+    with httpx.stream("GET", server.url + "/runs/demo-a/events", headers=gzip,
+                      timeout=10) as stream:  # an ended run: its stream says so, then ends
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        assert "content-encoding" not in stream.headers
+        assert "event: end" in stream.read().decode()

@@ -1,0 +1,92 @@
+"""Stage samples as chart columns, read incrementally: each read fetches only the new rows.
+
+A running stage gains a sample a second, and its pages are re-rendered on every change of
+the run (every ~2 s): reading all of an hour-long stage's 3,600 samples each time would cost
+more than everything else a page does. The rows read so far are kept per stage run; a later
+read asks only for rows after the newest one kept. That is exact because a stage run's
+samples come from one sampler thread (orchestration/recorder.py), in time order, committed
+in order: a row the store has not shown yet is always newer than every row it has shown.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, select
+
+from seqline.orchestration.store.tables import samples
+
+__all__ = ["COLUMNS", "MAX_POINTS", "SampleCache"]
+
+COLUMNS = ("t", "records_done", "rows_per_s", "waited_input", "waited_output", "in_flight",
+           "reorder_held")
+# A chart of a long run stays light: at most this many points per stage (every k-th sample).
+MAX_POINTS = 1500
+# Stage runs whose rows are kept: every stage of the runs somebody is looking at.
+KEPT_STAGE_RUNS = 64
+
+_ALL = select(*(samples.c[c] for c in COLUMNS)).where(
+    samples.c.stage_run_id == bindparam("id")).order_by(samples.c.t)
+_AFTER = _ALL.where(samples.c.t > bindparam("after"))
+
+
+class _Rows:
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+        self.columns: dict[str, list[Any]] | None = None  # made from all of `rows`
+
+
+class SampleCache:
+    """Each stage run's samples read so far, and its columns for a chart.
+
+    Keyed by the stage run's id and start time, so that an id the database reuses after a
+    run is deleted never extends another stage's rows.
+    """
+
+    def __init__(self, size: int = KEPT_STAGE_RUNS) -> None:
+        self.size = size
+        self._kept: OrderedDict[tuple[int, Any], _Rows] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def series(self, conn: Connection, stages: list[tuple[int, Any, str]]
+               ) -> dict[str, dict[str, list[Any]]]:
+        """Samples of some stage runs as columns a chart can draw.
+
+        Args:
+            conn: a read connection.
+            stages: (stage_run_id, started, label) each.
+
+        Returns:
+            {label: {"t": [...], "records_done", "rows_per_s", "waited_input",
+            "waited_output", "in_flight", "reorder_held": [...]}}, thinned to at most
+            MAX_POINTS each (the newest always kept). Shared: callers only read them.
+        """
+        out = {}
+        with self._lock:  # one reader at a time per cache: the rows are appended in place
+            for stage_run_id, started, label in stages:
+                out[label] = self._columns(conn, (stage_run_id, started))
+        return out
+
+    def _columns(self, conn: Connection, key: tuple[int, Any]) -> dict[str, list[Any]]:
+        kept = self._kept.pop(key, None) or _Rows()
+        self._kept[key] = kept  # the most recently used last
+        while len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+        if kept.rows:
+            new = conn.execute(_AFTER, {"id": key[0], "after": kept.rows[-1][0]}).all()
+        else:
+            new = conn.execute(_ALL, {"id": key[0]}).all()
+        if new or kept.columns is None:
+            kept.rows.extend(tuple(r) for r in new)
+            kept.columns = _thinned(kept.rows)
+        return kept.columns
+
+
+def _thinned(rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    step = max(1, -(-len(rows) // MAX_POINTS))
+    shown = rows[::step]
+    if rows and shown[-1] is not rows[-1]:
+        shown.append(rows[-1])  # the newest sample always shows
+    return {c: [r[i] for r in shown] for i, c in enumerate(COLUMNS)}

@@ -1,0 +1,80 @@
+"""Chart samples read incrementally (series.SampleCache) against a real SQLite run store."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from sqlalchemy import select
+
+from seqline.orchestration.dashboard import series
+from seqline.orchestration.dashboard.series import COLUMNS, SampleCache
+from seqline.orchestration.store import RunStore
+from seqline.orchestration.store.tables import samples
+
+
+@pytest.fixture
+def store(tmp_path):
+    opened = RunStore.open(tmp_path)
+    opened.create_run("r", "p", pipeline_file=None, fingerprint=None, runner="local",
+                      options={})
+    yield opened
+    opened.close()
+
+
+def _write(store: RunStore, stage_run: int, times: list[float]) -> None:
+    store.add_samples([{"stage_run_id": stage_run, "t": t, "records_done": int(t * 10),
+                        "rows_per_s": t / 2, "waited_input": 0.0, "waited_output": 0.0,
+                        "in_flight": 1, "reorder_held": 0} for t in times])
+
+
+def _everything(store: RunStore, stage_run: int) -> dict[str, list]:
+    """Every sample, read whole the plain way: what the incremental reads must add up to."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(*(samples.c[c] for c in COLUMNS))
+                            .where(samples.c.stage_run_id == stage_run)
+                            .order_by(samples.c.t)).all()
+    return {c: [r[i] for r in rows] for i, c in enumerate(COLUMNS)}
+
+
+def test_reads_in_random_batches_add_up_to_one_whole_read(store):
+    a = store.start_stage("r", "a", "ingest", params={}, cache_key=None)
+    b = store.start_stage("r", "b", "preprocess", params={}, cache_key=None)
+    cache, pace, t = SampleCache(), random.Random(7), 1000.0
+    for _ in range(20):  # flushes of random size, a read (by a page) after each
+        for stage_run in (a, b):
+            batch = [t + i for i in range(pace.randint(0, 5))]
+            _write(store, stage_run, batch)
+        t += 6
+        with store.engine.connect() as conn:
+            got = cache.series(conn, [(a, 1.0, "a"), (b, 1.0, "b")])
+        assert got == {"a": _everything(store, a), "b": _everything(store, b)}
+
+
+def test_a_long_stage_is_thinned_and_still_ends_at_its_newest_sample(store, monkeypatch):
+    monkeypatch.setattr(series, "MAX_POINTS", 10)
+    stage_run = store.start_stage("r", "a", "ingest", params={}, cache_key=None)
+    cache = SampleCache()
+    _write(store, stage_run, [float(i) for i in range(15)])
+    with store.engine.connect() as conn:
+        first = cache.series(conn, [(stage_run, 1.0, "a")])["a"]
+    assert first["t"] == [float(i) for i in range(0, 15, 2)]  # every 2nd: 14 is one
+    _write(store, stage_run, [float(i) for i in range(15, 31)])
+    with store.engine.connect() as conn:
+        later = cache.series(conn, [(stage_run, 1.0, "a")])["a"]
+    assert later["t"] == [float(i) for i in range(0, 31, 4)] + [30.0]  # every 4th, newest
+    assert later["records_done"][-1] == 300
+
+
+def test_a_reused_stage_run_id_with_another_start_is_read_afresh(store):
+    stage_run = store.start_stage("r", "a", "ingest", params={}, cache_key=None)
+    cache = SampleCache()
+    _write(store, stage_run, [10.0, 11.0])
+    with store.engine.connect() as conn:
+        assert cache.series(conn, [(stage_run, 1.0, "a")])["a"]["t"] == [10.0, 11.0]
+    with store.engine.begin() as conn:  # the run deleted, its id taken by a later stage run
+        conn.execute(samples.delete().where(samples.c.stage_run_id == stage_run))
+    _write(store, stage_run, [3.0, 4.0])  # written by a process whose clock is behind
+    with store.engine.connect() as conn:
+        fresh = cache.series(conn, [(stage_run, 2.0, "a")])["a"]  # its own start time
+    assert fresh == _everything(store, stage_run) and fresh["t"] == [3.0, 4.0]
