@@ -289,8 +289,7 @@ def schema_mismatch(where: str, stage: str, file: str, schema: pa.Schema,
 
 def bad_record_error(where: str, stage: str, letter: DeadLetter) -> StageError:
     return StageError(
-        f"{where}: bad record in {letter.where()}: {letter.reason}\n"
-        f"  the line: {letter.raw!r}\n"
+        f"{where}: bad record in {letter.where()}: {letter.reason}; the line: {letter.raw!r}. "
         "Fix the input, or give the pipeline an error budget (e.g. `errors: {max_fraction: "
         "0.01}`) to set bad records aside as dead letters.",
         stage=stage, seq=letter.seq)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import io
+import logging
 import os
 import shutil
 import tarfile
@@ -25,7 +26,7 @@ from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.specs import StageContext, StageResult, StageSpec
 from seqline.pipeline.storage import folder, fspath
 
-__all__ = ["merge_audits", "run_on_workers", "train_on_worker"]
+__all__ = ["merge_audits", "quiet_tensorflow_loggers", "run_on_workers", "train_on_worker"]
 
 
 def run_on_workers(stage: StageSpec[TrainParams], ctx: StageContext) -> StageResult:
@@ -57,8 +58,10 @@ def run_on_workers(stage: StageSpec[TrainParams], ctx: StageContext) -> StageRes
     if ctx.line:  # the workers read committed shards, and the manifest needs batching's account
         ctx.line.committed(plan.source)
         ctx.line.committed(ctx.source)
-    work = functools.partial(train_on_worker, stage, fspath(ctx.run), plan, str(ctx.base_dir))
-    returned = ctx.launcher(work, p.workers)
+    # Absolute: a Ray Train worker runs in a folder of Ray's, where a relative --root is not.
+    run = ctx.run.resolve() if isinstance(ctx.run, Path) else ctx.run
+    work = functools.partial(train_on_worker, stage, fspath(run), plan, str(ctx.base_dir))
+    returned = ctx.launcher(work, p.workers, stage.name)
     with tarfile.open(fileobj=io.BytesIO(returned[0]["files"])) as tar:
         tar.extractall(ctx.out_dir, filter="data")
     epochs = merge_audits(stage, [r["epochs"] for r in returned])
@@ -108,6 +111,7 @@ def train_on_worker(stage: StageSpec[TrainParams], run: str, plan: Plan, base_di
     dropped. User modules import from the pipeline's folder if this node has it, else from
     the job's working directory (Ray ships the pipeline folder there).
     """
+    quiet_tensorflow_loggers()
     import tensorflow as tf  # noqa: I001 - the strategy must exist before any other TF op
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -141,6 +145,25 @@ def train_on_worker(stage: StageSpec[TrainParams], run: str, plan: Plan, base_di
         return result
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+# TF_CPP_MIN_LOG_LEVEL -> the level of TensorFlow's Python loggers (0 shows all).
+TF_PYTHON_LEVELS = {"0": logging.INFO, "1": logging.WARNING, "2": logging.ERROR,
+                    "3": logging.ERROR}
+
+
+def quiet_tensorflow_loggers() -> None:
+    """TensorFlow's Python loggers (tensorflow, absl) as quiet as TF_CPP_MIN_LOG_LEVEL makes
+    its C++ logs, in a worker process.
+
+    The driver sets that variable unless -v, and a worker inherits it (a local Ray's, or a
+    cluster's through the job's runtime env); but a worker's Python loggers are its own, and
+    MultiWorkerMirroredStrategy logs its cluster spec and every collective at INFO, which
+    Ray relays into the run's output.
+    """
+    level = TF_PYTHON_LEVELS.get(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"), logging.INFO)
+    for name in ("tensorflow", "absl"):
+        logging.getLogger(name).setLevel(level)
 
 
 def _packed(local: Path) -> bytes:

@@ -13,13 +13,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from seqline.components import COMPONENTS
 from seqline.components.schema import schema_text
-from seqline.orchestration.api import execute
-from seqline.orchestration.console import console
+from seqline.orchestration.api import execute, new_run_id
+from seqline.orchestration.console import (
+    UNBOUNDED_WIDTH,
+    console,
+    one_line,
+    stdout_to_stderr,
+)
 from seqline.orchestration.dashboard.cli import register as register_dashboard
 from seqline.orchestration.environment import (
     DEFAULT_ROOT,
@@ -28,10 +34,16 @@ from seqline.orchestration.environment import (
     quiet_tensorflow,
 )
 from seqline.orchestration.executor import StageReport
-from seqline.orchestration.options import RunnerName, output, reraise_if_debug
-from seqline.orchestration.runs_cli import runs_app, store_app
+from seqline.orchestration.options import (
+    AsJson,
+    RunnerName,
+    output,
+    print_json,
+    reraise_if_debug,
+)
+from seqline.orchestration.runs_cli import run_document, runs_app, store_app
 from seqline.orchestration.schedule.cli import register as register_schedules
-from seqline.orchestration.verify import StageCheck, verify_run
+from seqline.orchestration.verify import StageCheck, verdict, verify_run
 from seqline.pipeline.artifacts import read_manifest, run_dir
 from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
@@ -39,8 +51,14 @@ from seqline.pipeline.stage import Counts
 
 __all__ = ["app"]
 
+# Help piped or in a CI log: click's plain text, one line per option and paragraph (rich would
+# box it and cut it to 80 columns, or to COLUMNS). On a terminal, rich's panels.
+PLAIN_HELP: dict = {} if sys.stdout.isatty() else {
+    "rich_markup_mode": None,
+    "context_settings": {"terminal_width": UNBOUNDED_WIDTH, "max_content_width": UNBOUNDED_WIDTH}}
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="seqline: an ML pipeline that keeps every record in source order.")
+                  help="seqline: an ML pipeline that keeps every record in source order.",
+                  **PLAIN_HELP)
 app.add_typer(runs_app, name="runs")
 app.add_typer(store_app, name="store")
 register_schedules(app)  # schedule …, scheduler, backfill
@@ -89,7 +107,7 @@ def main(
     """seqline: an ML pipeline that keeps every record in source order."""
     output.quiet, output.verbose, output.debug = quiet, verbose, debug
     out.quiet = quiet
-    quiet_engines(verbose)
+    quiet_engines(verbose, quiet)  # -q: a retry that succeeded is no error, nor its warning
 
 
 ROOT_HELP = ("Artifact root ($SEQLINE_ROOT): a folder or an fsspec URL (s3://bucket/prefix; "
@@ -134,9 +152,16 @@ def run(
     trigger: Annotated[Trigger, typer.Option(
         hidden=True, help="Why this run started, for the run store (the scheduler passes "
                           "schedule or backfill).")] = Trigger.manual,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the run as one JSON document on stdout, as `seqline runs show "
+                       "--json` does, with `verify`: verify's verdict (null with "
+                       "--no-verify); a failed run's too. Everything else goes to stderr.")]
+        = False,
 ) -> None:
     """Run PIPELINE: every stage in order, artifacts under ROOT/runs/RUN_ID/."""
     engine: dict = {}
+    if not resume:  # known before the run starts, so that a failed run's JSON can be found
+        run_id = run_id or new_run_id()
     if runner is RunnerName.ray:
         engine["address"] = ray_address
     elif runner is RunnerName.beam:
@@ -149,7 +174,7 @@ def run(
         _check_root(root)
         if not output.verbose and any(s.component in TENSORFLOW for s in spec.stages):
             quiet_tensorflow()  # training runs in this process: keep TF's C++ start-up out
-        with _progress(spec) as progress:
+        with stdout_to_stderr(as_json), _progress(spec) as progress:
             result = execute(spec, runner=runner.value, root=root, store=store, run_id=run_id,
                              resume=resume, verify=check, cache=cache, progress=progress,
                              workers=workers, window=window, queue=queue, overlap=overlap,
@@ -157,11 +182,19 @@ def run(
     except ConfigError as exc:
         _fail(f"Configuration error: {exc}", 2)
     except SeqlineError as exc:
-        _fail(f"Run failed: {_without_traceback(str(exc))}", 1)
+        _print_run_json(as_json, root, store, run_id, None)
+        _fail(f"Run failed: {one_line(exc)}", 1)
     except Cancelled as exc:
+        _print_run_json(as_json, root, store, exc.run_id, None)
         _fail(f"Run {exc.run_id} cancelled ({exc.signal}): its committed stages are kept, "
               f"nothing half-written is. Finish it with: seqline run {pipeline} --resume "
               f"--run-id {exc.run_id}", 128 + signal.Signals[exc.signal].value)
+    if as_json:
+        _print_run_json(True, root, store, result.run_id, result.checks)
+        if result.verified is False:
+            _print_problems(result.checks or [], err)  # why exit 1, for the log
+            raise typer.Exit(1)
+        return
     _print_reports(result.stages, time.perf_counter() - start)
     out.print(f"Run [bold]{result.run_id}[/] succeeded on {runner.value}; artifacts in "
               f"{run_dir(result.root, result.run_id).resolve()}")
@@ -190,22 +223,42 @@ def _print_evaluations(reports: list[StageReport]) -> None:
         out.print(f"Evaluation [bold]{report.stage}[/] on {m['examples']:,} eval examples: "
                   f"{metrics}; {verdict}: {'; '.join(m['reasons'])}")
         for column, groups in m["slices"].items():
-            for value, values in groups.items():
-                out.print(f"  {column}={value}: "
-                          + ", ".join(f"{k} {v:.4g}" for k, v in values.items()))
+            for value, values in groups.items():  # the stage on each line, for grep
+                out.print(f"  {report.stage} {column}={value}: "
+                          + ", ".join(f"{k} {v:.4g}" for k, v in values.items()),
+                          highlight=False)
+
+
+def _print_run_json(asked: bool, root: str, store: str | None, run_id: str | None,
+                    checks: list[StageCheck] | None) -> None:
+    """`seqline run --json`: the run as the run store recorded it, and verify's verdict."""
+    if not asked or run_id is None:
+        return
+    document = run_document(root, store, run_id)
+    if document is not None:  # None: the run failed before its row was written
+        print_json({**document, "verify": None if checks is None else verdict(checks)})
 
 
 @app.command()
 def verify(
     run_id: Annotated[str, typer.Argument(help="The run to check.")],
     root: Annotated[str, typer.Option(help=ROOT_HELP)] = str(DEFAULT_ROOT),
+    as_json: AsJson = False,
 ) -> None:
-    """Check RUN_ID's artifacts: shard order, coverage, counts, checksums. Exit 0 if all hold."""
+    """Check RUN_ID's artifacts: shard order, coverage, counts, checksums. Exit 0 if all hold.
+
+    With --json, the verdict as runs/RUN_ID/verify.json holds it; the exit code is the same.
+    """
     try:
         checks = verify_run(root, run_id)
     except ConfigError as exc:
         _fail(f"Configuration error: {exc}", 2)
-    if not _print_checks(run_id, checks):
+    if as_json:
+        print_json(verdict(checks))
+        ok = _print_problems(checks, err)
+    else:
+        ok = _print_checks(run_id, checks)
+    if not ok:
         raise typer.Exit(1)
 
 
@@ -219,13 +272,18 @@ def _print_checks(run_id: str, checks: list[StageCheck]) -> bool:
         table.add_row(c.stage, c.component, f"{c.records:,}", str(c.shards),
                       f"{c.dead_letters:,}", verdict)
     out.print(table)
-    for c in checks:
-        for problem in c.problems:
-            out.print(f"[red]{c.stage}[/]: {problem}", highlight=False)
-    ok = all(c.ok for c in checks)
+    ok = _print_problems(checks, out)
     out.print("All artifacts hold the ordering contract." if ok else
               "The run's artifacts break the contract; see the problems above.")
     return ok
+
+
+def _print_problems(checks: list[StageCheck], where: Console) -> bool:
+    """Each problem on a line of its own, led by its stage; True if there is none."""
+    for c in checks:
+        for problem in c.problems:
+            where.print(f"[red]{c.stage}[/]: {problem}", highlight=False)
+    return all(c.ok for c in checks)
 
 
 def _progress(spec):
@@ -301,33 +359,6 @@ def _check_root(root: str) -> None:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ConfigError(f"--root {root}: not writable by this user. Give a folder you can "
                           "write, or set $SEQLINE_ROOT.")
-
-
-WORKER_TRACEBACK = "\n\nWorker traceback:\n"  # how a StageError carries the worker's traceback
-
-
-def _without_traceback(message: str) -> str:
-    """A failure as one line naming the user's file and line, not the worker's traceback
-    (that is for --debug): a CI log is grepped, a traceback is read only when reporting."""
-    head, sep, text = message.partition(WORKER_TRACEBACK)
-    if not sep or output.debug:
-        return message
-    first = text.split("\n\nDuring handling of the above exception")[0]
-    frames = re.findall(r'File "([^"]+)", line (\d+)', first)
-    own = [f for f in frames if _users(f[0])] or frames  # the user's line, not pyarrow's
-    at = f" (at {own[-1][0]}, line {own[-1][1]})" if own else ""
-    return f"{head.rstrip()}{at}. Run with --debug for the traceback."
-
-
-SEQLINE_CODE = tuple(Path(__file__).resolve().parents[1] / part
-                     for part in ("pipeline", "components", "orchestration"))
-
-
-def _users(file: str) -> bool:
-    """A frame in the user's own code: a real file, not seqline's nor an installed library's."""
-    path = Path(file)
-    return (path.is_absolute() and "site-packages" not in path.parts
-            and not any(path.resolve().is_relative_to(own) for own in SEQLINE_CODE))
 
 
 def _fail(message: str, code: int) -> None:

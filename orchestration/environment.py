@@ -9,7 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["DEFAULT_ROOT", "DEFAULT_STORE", "quiet_engines", "quiet_tensorflow"]
+__all__ = ["DEFAULT_ROOT", "DEFAULT_STORE", "quiet_engines", "quiet_tensorflow",
+           "worker_environment"]
 
 DEFAULT_ROOT = Path(os.environ.get("SEQLINE_ROOT", ".seqline"))
 """The artifact root when no --root is given: $SEQLINE_ROOT, else .seqline."""
@@ -20,22 +21,39 @@ DEFAULT_STORE: str | None = os.environ.get("SEQLINE_STORE") or None
 # The engines' Python loggers whose start-up lines are theirs, not the user's, and the level
 # they keep. Beam's at WARNING: it relays its SDK workers' own log records (seqline's retry
 # lines among them) through loggers of its own.
+BEAM_JOB_SERVICE = "apache_beam.runners.portability.local_job_service"
+LOG_LEVEL = "SEQLINE_LOG_LEVEL"  # seqline's logger level in worker processes (-q: ERROR)
 ENGINE_LOGGERS = {"tensorflow": logging.ERROR, "absl": logging.ERROR, "ray": logging.ERROR,
                   "h5py": logging.ERROR, "keras": logging.ERROR, "apache_beam": logging.WARNING}
 
 
-def quiet_engines(verbose: bool = False) -> None:
+def quiet_engines(verbose: bool = False, quiet: bool = False) -> None:
     """Keep TensorFlow's C++ start-up lines (oneDNN, CUDA probing on a machine without a GPU)
-    and the engines' Python loggers below warnings out of a run's output, unless `verbose`.
+    and the engines' Python loggers below warnings out of a run's output, unless `verbose`;
+    with `quiet` (-q), seqline's own warnings too, in the workers as well (retry lines).
 
     Set in the environment, so worker processes (which inherit it) are quiet too; a user's own
-    TF_CPP_MIN_LOG_LEVEL wins.
+    TF_CPP_MIN_LOG_LEVEL wins. `worker_environment` is the same for workers on other machines.
     """
+    if quiet:
+        os.environ[LOG_LEVEL] = "ERROR"  # read by pipeline/stage.py in every worker
+        logging.getLogger("seqline").setLevel(logging.ERROR)
     if verbose:
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     for name, level in ENGINE_LOGGERS.items():
         logging.getLogger(name).setLevel(level)
+    # Beam's job service relays each SDK worker's start-up warning about a folder the
+    # FnApiRunner never sets; it says nothing about the run.
+    logging.getLogger(BEAM_JOB_SERVICE).addFilter(
+        lambda record: "semi_persistent_directory" not in record.getMessage())
+
+
+def worker_environment() -> dict[str, str]:
+    """What `quiet_engines` set, for workers that do not inherit this process's environment
+    (a Ray cluster's)."""
+    return {name: os.environ[name] for name in ("TF_CPP_MIN_LOG_LEVEL", LOG_LEVEL)
+            if name in os.environ}
 
 
 def quiet_tensorflow() -> None:

@@ -3,6 +3,7 @@ with one line, and tables that never wrap."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from seqline.pipeline.errors import SeqlineError
 from seqline.pipeline.storage import open_root
 
 __all__ = ["CONFIG_EXIT", "AsJson", "Output", "Root", "RunnerName", "Store", "fail", "opened",
-           "output", "unwrapped_table"]
+           "output", "print_json", "say", "unwrapped_table"]
 
 CONFIG_EXIT = 2  # as `seqline run`: a bad input, fixable by the user
 
@@ -51,7 +52,21 @@ RootUrl = Annotated[str, typer.Option(
     "--root", help="Artifact root: a folder or an fsspec URL (s3://bucket/prefix, gs://...); "
                    "the store is ROOT/seqline.db (for a URL, ~/.seqline/stores/<name>.db) "
                    "unless --store says otherwise.")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the JSON contract, not a table.")]
+AsJson = Annotated[bool, typer.Option(
+    "--json", help="Print the answer as one JSON document on stdout (a contract scripts can "
+                   "rely on), not a table; printed even with -q.")]
+
+
+def print_json(document: object) -> None:
+    """A command's answer as JSON on stdout, whatever -q says: it was asked for."""
+    typer.echo(json.dumps(document, indent=2))
+
+
+def say(line: str) -> None:
+    """A line for the person at the terminal, on stdout; nothing under -q (the exit code
+    tells)."""
+    if not output.quiet:
+        typer.echo(line)
 
 
 def fail(message: str, code: int = CONFIG_EXIT) -> NoReturn:

@@ -8,12 +8,24 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from sqlalchemy.exc import SQLAlchemyError
 
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import AsJson, RootUrl, Store, opened, unwrapped_table
+from seqline.orchestration.options import (
+    AsJson,
+    RootUrl,
+    Store,
+    opened,
+    print_json,
+    say,
+    unwrapped_table,
+)
+from seqline.orchestration.store import RunStore
+from seqline.pipeline.errors import SeqlineError
+from seqline.pipeline.storage import open_root
 
-__all__ = ["runs_app", "store_app"]
+__all__ = ["run_document", "runs_app", "store_app"]
 
 runs_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                        help="What ran, when, with what, and how it went (the run store).")
@@ -57,7 +69,7 @@ def list_command(
         rows = runs.list_runs(pipeline=pipeline, status=status.value if status else None,
                                 limit=limit)
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        print_json(rows)
     else:
         console().print(_runs_table(rows))
 
@@ -74,7 +86,7 @@ def show_command(
         runs.reap_interrupted()
         run = runs.show_run(run_id)
     if as_json:
-        typer.echo(json.dumps(run, indent=2))
+        print_json(run)
         return
     out = console()
     out.print(_run_grid(run))
@@ -91,7 +103,20 @@ def rebuild_command(root: RootUrl = str(DEFAULT_ROOT),
     with opened(root, store) as runs:
         added = runs.rebuild(root)
         url = runs.url
-    typer.echo(f"indexed {added} run(s) from {str(root).rstrip('/')}/runs into {url}")
+    say(f"indexed {added} run(s) from {str(root).rstrip('/')}/runs into {url}")
+
+
+def run_document(root: str, store: str | None, run_id: str) -> dict[str, Any] | None:
+    """The run as `runs show --json` prints it, or None when the store has no such run (it
+    failed before its row was written) or cannot be read."""
+    from seqline.orchestration.api import store_url  # the run path's rule, one place
+
+    try:
+        with RunStore.open(*store_url(open_root(root), store)) as runs:
+            found: dict[str, Any] = runs.show_run(run_id)
+            return found
+    except (SeqlineError, SQLAlchemyError):
+        return None
 
 
 def _runs_table(rows: list[dict[str, Any]]) -> Table:

@@ -20,7 +20,7 @@ from seqline.pipeline.deadletters import DEAD_LETTERS
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.storage import Folder, Location, open_root
 
-__all__ = ["StageCheck", "verify_run"]
+__all__ = ["StageCheck", "verdict", "verify_run"]
 
 _SEQ_ONLY = pa.schema([pa.field(SEQ, pa.int64())])
 
@@ -74,15 +74,25 @@ def verify_run(root: Folder | str, run_id: str) -> list[StageCheck]:
     return checks
 
 
+def verdict(checks: list[StageCheck]) -> dict[str, Any]:
+    """The checks as verify.json holds them, and as `seqline verify --json` prints them.
+
+    Example: {"ok": false, "stages": [{"stage": "examples", "component": "tfrecord_write",
+    "records": 600, "shards": 3, "dead_letters": 0, "problems": ["shard 1 (...): checksum
+    differs from the manifest's: the bytes changed"], "ok": false}, ...]}
+    """
+    return {"ok": all(c.ok for c in checks),
+            "stages": [{**asdict(c), "ok": c.ok} for c in checks]}
+
+
 def _save_verdict(folder: Folder, checks: list[StageCheck]) -> None:
     """The verdict beside the run's stages (verify.json), for the dashboard's run page."""
-    verdict = {"ok": all(c.ok for c in checks),
-               "stages": [{**asdict(c), "ok": c.ok} for c in checks]}
+    text = json.dumps(verdict(checks), indent=2)
     if isinstance(folder, Location):  # one PUT replaces the object whole
-        (folder / VERDICT).write_text(json.dumps(verdict, indent=2))
+        (folder / VERDICT).write_text(text)
         return
     partial = folder / f".{VERDICT}.tmp"
-    partial.write_text(json.dumps(verdict, indent=2))
+    partial.write_text(text)
     partial.replace(folder / VERDICT)
 
 

@@ -88,9 +88,11 @@ class Launcher(Protocol):
     another node), with the environment tf.distribute's MultiWorkerMirroredStrategy reads
     (TF_CONFIG) already set; `work` must be picklable. What each call returns comes back to
     the caller in rank order, so artifacts travel back to the driver without a shared disk.
+    `stage` names the stage in a failure.
     """
 
-    def __call__(self, work: Callable[[int, int], Any], workers: int) -> list[Any]:
+    def __call__(self, work: Callable[[int, int], Any], workers: int,
+                 stage: str) -> list[Any]:
         """Each worker's return value, by rank."""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import pickle
 import time
 import traceback
@@ -23,6 +24,8 @@ __all__ = ["BlockResult", "Counts", "MapBlocks", "MapTask", "ReadFn", "SourceTas
            "check_order"]
 
 log = logging.getLogger("seqline")
+if os.environ.get("SEQLINE_LOG_LEVEL"):  # -q on the driver, in a worker process (environment.py)
+    log.setLevel(os.environ["SEQLINE_LOG_LEVEL"])
 
 BatchFn = Callable[[pa.RecordBatch], pa.RecordBatch]
 # A call of a stage's function that raised waits this long times its attempt number before it

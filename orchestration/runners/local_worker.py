@@ -11,6 +11,7 @@ every worker holds, and the fork server lives until its last worker has gone.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import shutil
@@ -47,6 +48,8 @@ def init_worker(driver: int, markers: str, environment: dict[str, str] | None = 
     """
     if environment is not None:
         os.environ.update(environment)
+        # -q (environment.quiet_engines): a forkserver's workers imported seqline before
+        logging.getLogger("seqline").setLevel(environment.get("SEQLINE_LOG_LEVEL", logging.NOTSET))
     signal.signal(signal.SIGTERM, _stopped)
     threading.Thread(target=_exit_with, args=(driver, markers), daemon=True,
                      name="seqline-driver-watch").start()

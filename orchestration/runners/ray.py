@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from seqline.orchestration.environment import worker_environment
 from seqline.orchestration.options import output
 from seqline.orchestration.processes import scratch_dir
 from seqline.orchestration.runners.base import Runner, poisoned, run_windowed
@@ -45,7 +46,10 @@ class RayRunner(Runner):
         self._ray = ray
         self._session: Path | None = None  # the local Ray's temp folder, if we start it
         if not ray.is_initialized():
-            runtime_env = {"working_dir": working_dir} if address and working_dir else None
+            runtime_env: dict[str, Any] | None = None
+            if address:  # a cluster's workers do not inherit this process's environment
+                runtime_env = {"env_vars": worker_environment(),
+                               **({"working_dir": working_dir} if working_dir else {})}
             if address is None and not os.environ.get("RAY_ADDRESS"):  # a Ray of our own:
                 # its sockets and logs go where we can remove them
                 self._session = scratch_dir("ray")
@@ -53,6 +57,9 @@ class RayRunner(Runner):
                      include_dashboard=False,
                      # Ray's own warnings (token authentication, …) only with -v
                      logging_level=logging.WARNING if output.verbose else logging.ERROR,
+                     # the workers' output (Ray Train's and TensorFlow's lines, a user's
+                     # prints) relayed with Ray's own prefixes: only with -v
+                     log_to_driver=output.verbose,
                      runtime_env=runtime_env,
                      _temp_dir=str(self._session) if self._session else None)
         self._aborted = False

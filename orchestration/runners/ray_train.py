@@ -27,7 +27,8 @@ class RayTrainLauncher:
     one computed on each node.
     """
 
-    def __call__(self, work: Callable[[int, int], Any], workers: int) -> list[Any]:
+    def __call__(self, work: Callable[[int, int], Any], workers: int,
+                 stage: str) -> list[Any]:
         import ray
         from ray.train import FailureConfig, RunConfig, ScalingConfig
         from ray.train.tensorflow import TensorflowTrainer
@@ -49,9 +50,11 @@ class RayTrainLauncher:
                 failure = ray.get(results.failure.remote())
                 if failure is not None:
                     raise failure from None
-                raise StageError(f"training on {workers} Ray Train workers failed: {exc}",
-                                 stage="train") from exc
-            returned: list[Any] = ray.get(results.returned.remote(workers))
+                first = next((line for line in str(exc).splitlines() if line.strip()), "")
+                raise StageError(f"stage {stage!r}: training on {workers} Ray Train workers "
+                                 f"failed: {type(exc).__name__}: {first.strip()} (run with -v "
+                                 "for Ray's own lines)", stage=stage) from exc
+            returned: list[Any] = ray.get(results.returned.remote(workers, stage))
             return returned
         finally:
             ray.kill(results)
@@ -90,9 +93,9 @@ class _Results:
     def failure(self) -> SeqlineError | None:
         return self._failure
 
-    def returned(self, workers: int) -> list[Any]:
+    def returned(self, workers: int, stage: str) -> list[Any]:
         missing = [r for r in range(workers) if r not in self._values]
         if missing:
-            raise StageError(f"Ray Train workers {missing} finished without a result.",
-                             stage="train")
+            raise StageError(f"stage {stage!r}: Ray Train workers {missing} finished without "
+                             "a result.", stage=stage)
         return [self._values[r] for r in range(workers)]

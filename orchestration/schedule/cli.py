@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -12,7 +11,16 @@ import typer
 
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import AsJson, RootUrl, RunnerName, Store, fail, opened
+from seqline.orchestration.options import (
+    AsJson,
+    RootUrl,
+    RunnerName,
+    Store,
+    fail,
+    opened,
+    print_json,
+    say,
+)
 from seqline.orchestration.schedule.airflow import airflow_dag
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.schedule.views import (
@@ -113,7 +121,7 @@ def list_command(root: RootUrl = str(DEFAULT_ROOT), store: Store = DEFAULT_STORE
         at = now()
         rows = [schedule_summary(s, at) for s in db.list_schedules(runs.engine)]
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        print_json(rows)
     else:
         console().print(schedules_table(rows))
 
@@ -135,7 +143,7 @@ def show_command(
         detail = schedule_detail(runs.engine, db.get_schedule(runs.engine, name), now(),
                                  next_count, ticks)
     if as_json:
-        typer.echo(json.dumps(detail, indent=2))
+        print_json(detail)
         return
     out = console()
     for table in detail_tables(detail):
@@ -160,7 +168,7 @@ def _set_paused(name: str, paused: bool, root: str, store: str | None) -> None:
     with opened(root, store) as runs:
         db.get_schedule(runs.engine, name)  # an unknown name: exit 2, with the closest
         db.set_paused(runs.engine, name, paused, now())
-    typer.echo(f"Schedule {name} {'paused' if paused else 'resumed'}.")
+    say(f"Schedule {name} {'paused' if paused else 'resumed'}.")
 
 
 @schedule_app.command("remove")
@@ -170,7 +178,7 @@ def remove_command(name: Name, root: RootUrl = str(DEFAULT_ROOT),
     with opened(root, store) as runs:
         db.get_schedule(runs.engine, name)
         gone = db.delete_schedule(runs.engine, name)
-    typer.echo(f"Schedule {name} removed, with its {gone} tick(s); its runs stay.")
+    say(f"Schedule {name} removed, with its {gone} tick(s); its runs stay.")
 
 
 @schedule_app.command("export")

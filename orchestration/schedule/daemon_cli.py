@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -15,7 +15,7 @@ from rich.table import Table
 
 from seqline.orchestration.console import console
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import RootUrl, Store, fail, opened
+from seqline.orchestration.options import AsJson, RootUrl, Store, fail, opened, output, print_json
 from seqline.orchestration.schedule.backfill import Backfill
 from seqline.orchestration.schedule.daemon import LeaseLost, Scheduler
 from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
@@ -33,8 +33,19 @@ Logs = Annotated[Path | None, typer.Option(
          "object-store root, ~/.seqline/logs/<root as a name>).")]
 
 
+# The scheduler's lines carry no level; those that report a failure say so in these words
+# (a launch that failed, a run that exited non-zero, the store failing a pass).
+FAILURE = re.compile(r"\bfail|exit code [1-9]", re.I)
+
+
 def log(line: str) -> None:
-    """One line on stderr, time-stamped (journald and `kubectl logs` keep it whole)."""
+    """One line on stderr, time-stamped (journald and `kubectl logs` keep it whole); under -q
+    only the lines that report a failure."""
+    if not output.quiet or FAILURE.search(line):
+        _write(line)
+
+
+def _write(line: str) -> None:
     sys.stderr.write(f"{iso(now())} {line}\n")
     sys.stderr.flush()
 
@@ -72,7 +83,7 @@ def scheduler(
         try:
             daemon.run(stop, interval)
         except LeaseLost as exc:
-            log(str(exc))
+            _write(str(exc))  # an error: printed even under -q
             raise typer.Exit(1) from None
         going = sorted(launcher.children)
         log(f"scheduler stopped ({', '.join(stopped_by) or 'done'}); "
@@ -90,8 +101,7 @@ def backfill(
     root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
     logs: Logs = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
-        = False,
+    as_json: AsJson = False,
 ) -> None:
     """Run NAME once per fire time from --from to --to, oldest first (trigger `backfill`).
 
@@ -113,7 +123,7 @@ def backfill(
              else None, "status": t.status, "run_status": state, "reason": t.reason}
             for t, state in outcome]
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        print_json(rows)
     else:
         console().print(_outcome_table(name, rows))
     if any(r["run_status"] != "succeeded" for r in rows if r["status"] == "launched") or \

@@ -103,7 +103,7 @@ def test_run_example_pipeline_with_the_console_script(tmp_path, runner):
 BAD_INPUTS = [
     ("malformed CSV row", "x\n1\n2,3\n", {}, GOOD,
      r"stage 'read' \(line 3\): bad record in \S+in\.csv, line 3, seq 1: "
-     r"CSV parse error: Expected 1 columns, got 2: 2,3 the line: '2,3' Fix the input, or give "
+     r"CSV parse error: Expected 1 columns, got 2: 2,3; the line: '2,3'. Fix the input, or give "
      r"the pipeline an error budget"),
     ("wrong column type", "x\n1\ntwo\n", {}, GOOD.replace("block_records: 4",
                                                           "block_records: 4, schema: {x: int64}"),

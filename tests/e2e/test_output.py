@@ -4,6 +4,7 @@ none of the engines' own start-up chatter unless -v."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -121,3 +122,184 @@ def test_no_color_is_honoured_on_a_terminal(readings):
     colour = re.compile(r"\x1b\[[0-9;]*3[0-9]")
     assert colour.search(on_a_terminal())  # the check below could fail
     assert not colour.search(on_a_terminal(NO_COLOR="1"))
+
+
+# -- --json and -q on every command ------------------------------------------------------------
+
+
+def _json(result: subprocess.CompletedProcess[str]) -> object:
+    """stdout as one JSON document: nothing else may be in it (no table, no log line)."""
+    assert "\x1b[" not in result.stdout + result.stderr
+    return json.loads(result.stdout)
+
+
+def test_run_json_is_the_run_store_document_with_verify_verdict(readings):
+    """`run --json | python -m json.tool` works: the document `runs show --json` prints, plus
+    verify's verdict, which `verify --json` prints alone, as verify.json holds it."""
+    made = _seqline(readings, "run", "data-only.yaml", "--root", "root", "--run-id", "r1",
+                    "--json")
+    assert made.returncode == 0, made.stderr
+    assert made.stderr == ""
+    document = _json(made)
+    shown = _json(_seqline(readings, "runs", "show", "r1", "--root", "root", "--json"))
+    saved = json.loads((readings / "root" / "runs" / "r1" / "verify.json").read_text())
+    assert document == {**shown, "verify": saved}
+    assert (document["run_id"], document["status"]) == ("r1", "succeeded")
+    assert [s["name"] for s in document["stages"]] == ["read", "examples", "features"]
+    assert document["verify"]["ok"] is True
+    verified = _seqline(readings, "verify", "r1", "--root", "root", "--json")
+    assert verified.returncode == 0 and _json(verified) == saved
+
+
+def test_verify_json_keeps_the_failing_exit_code(readings):
+    made = _seqline(readings, "-q", "run", "data-only.yaml", "--root", "root", "--run-id", "r1",
+                    "--no-verify", "--json")
+    assert made.returncode == 0 and _json(made)["verify"] is None
+    shard = sorted((readings / "root" / "runs" / "r1" / "examples").glob("*.tfrecord*"))[1]
+    shard.write_bytes(shard.read_bytes()[:-7])  # a truncated shard
+    for flags in ((), ("-q",)):  # -q: the JSON is the answer asked for, still printed
+        checked = _seqline(readings, *flags, "verify", "r1", "--root", "root", "--json")
+        assert checked.returncode == 1, checked.stderr
+        verdict = _json(checked)
+        assert verdict["ok"] is False
+        bad = [s for s in verdict["stages"] if not s["ok"]]
+        assert bad[0]["stage"] == "examples" and bad[0]["problems"]
+        assert f"examples: {bad[0]['problems'][0]}" in checked.stderr.splitlines()  # why 1
+
+
+FAILING = '''
+import pyarrow as pa
+
+
+def boom(batch: pa.RecordBatch) -> pa.RecordBatch:
+    print("a user's own print")
+    if batch.column("__seq__")[0].as_py() >= 200:
+        raise ValueError("no good")
+    return batch
+'''
+
+
+def test_failed_run_json_names_the_failure_and_stdout_holds_only_json(readings):
+    (readings / "failing.py").write_text(FAILING)
+    text = (readings / "data-only.yaml").read_text().replace("features:add_columns",
+                                                             "failing:boom")
+    (readings / "failing.yaml").write_text(text)
+    failed = _seqline(readings, "run", "failing.yaml", "--root", "root", "--run-id", "f1",
+                      "--json")
+    assert failed.returncode == 1
+    document = _json(failed)  # the user's print went to stderr, not into the JSON
+    assert (document["status"], document["error"]["stage"]) == ("failed", "features")
+    assert document["verify"] is None
+    assert "a user's own print" in failed.stderr
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("Run failed")]
+    assert len(errors) == 1 and "stage 'features'" in errors[0] and "seq 200" in errors[0]
+
+
+def test_quiet_silences_every_command_but_its_json_and_errors(readings):
+    made = _seqline(readings, "-q", "run", "data-only.yaml", "--root", "root", "--run-id", "r1")
+    assert made.returncode == 0, made.stderr
+    pipeline = str(readings / "data-only.yaml")
+
+    def each(name: str) -> list[tuple[str, ...]]:  # a schedule of its own for each mode
+        return [("runs", "list"), ("runs", "show", "r1"), ("store", "rebuild"),
+                ("verify", "r1"), ("schedule", "add", name, pipeline, "--cron", "@daily"),
+                ("schedule", "list"), ("schedule", "show", name), ("schedule", "pause", name),
+                ("schedule", "resume", name), ("schedule", "remove", name)]
+
+    for loud_command, quiet_command in zip(each("loud"), each("quiet"), strict=True):
+        loud = _seqline(readings, *loud_command, "--root", "root")
+        assert loud.returncode == 0 and loud.stdout.strip(), (loud_command, loud.stderr)
+        quiet = _seqline(readings, "-q", *quiet_command, "--root", "root")
+        assert quiet.returncode == 0, (quiet_command, quiet.stderr)
+        assert (quiet.stdout, quiet.stderr) == ("", ""), quiet_command
+    for command in (("runs", "list"), ("runs", "show", "r1"), ("verify", "r1"),
+                    ("schedule", "list")):
+        assert _json(_seqline(readings, "-q", *command, "--root", "root", "--json")) is not None
+    gone = _seqline(readings, "-q", "runs", "show", "nope", "--root", "root")
+    assert gone.returncode == 2 and "nope" in gone.stderr  # errors still speak
+
+
+RETRIED = '''
+import json
+import os
+
+import pyarrow as pa
+
+
+def flaky(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Fails the first call on each block (a flaky service), then works."""
+    first = batch.column("__seq__")[0].as_py()
+    mark = os.path.join(os.path.dirname(__file__), f"called-{first}")
+    if not os.path.exists(mark):
+        open(mark, "w").close()
+        raise ConnectionError("service unavailable")
+    return batch
+'''
+
+
+def _retried(readings: Path) -> str:
+    """data-only.yaml with a preprocess that fails once per block, retried once."""
+    (readings / "retried.py").write_text(RETRIED)
+    text = (readings / "data-only.yaml").read_text().replace(
+        'params: {fn: "features:add_columns"}',
+        'params: {fn: "retried:flaky"}\n    retry_user_errors: 1')
+    assert "retry_user_errors" in text
+    (readings / "retried.yaml").write_text(text)
+    return "retried.yaml"
+
+
+def test_each_log_line_of_a_run_names_its_stage(readings):
+    """The retry lines on stderr and the artifact lines on stdout: grep by stage finds them."""
+    result = _seqline(readings, "run", _retried(readings), "--root", "root", "--run-id", "r1")
+    assert result.returncode == 0, result.stderr
+    retries = result.stderr.splitlines()
+    assert len(retries) == 3, result.stderr  # a block per stored shard, one retry each
+    for line in retries:
+        assert re.search(r"stage 'features': .*block \d+ \(first seq \d+\)", line), line
+    lines = [line for line in result.stdout.splitlines() if not line.startswith(
+        ("┏", "┃", "┡", "│", "└", "stages (", "verify r1", "Run r1 ", "All artifacts"))]
+    assert lines and all(re.match(r"\s+(read|examples|features)\s", line) for line in lines), \
+        result.stdout
+
+
+@pytest.mark.parametrize("runner", ["local", "beam"])
+def test_quiet_keeps_the_workers_retry_warnings_out_too(readings, runner):
+    """The retries happen in worker processes: -q reaches them through the environment."""
+    result = _seqline(readings, "-q", "run", _retried(readings), "--root", "root",
+                      "--runner", runner)
+    assert result.returncode == 0, result.stderr
+    assert (result.stdout, result.stderr) == ("", "")
+
+
+def test_piped_help_is_plain_text_with_each_option_on_one_line(readings):
+    for command in ((), ("run",), ("schedule", "add")):
+        shown = _seqline(readings, *command, "--help")
+        assert shown.returncode == 0, shown.stderr
+        assert not re.search(r"[╭│╰…]|\x1b\[", shown.stdout), shown.stdout
+    options = {line.split()[0]: line for line in shown.stdout.splitlines()
+               if line.strip().startswith("--")}
+    assert "or @daily." in options["--cron"], shown.stdout  # its whole help, on its line
+    run_help = _seqline(readings, "run", "--help").stdout
+    assert re.search(r"^\s+--json\s+Print the run as one JSON document .* Everything else goes "
+                     r"to stderr\.$", run_help, re.M), run_help
+
+
+TENSORFLOW_PYTHON_LOGS = re.compile(r"INFO:tensorflow|MultiWorkerMirroredStrategy with "
+                                    r"cluster_spec|Collective all_reduce")
+
+
+@pytest.mark.slow
+def test_training_on_ray_train_workers_keeps_tensorflow_logs_out_and_json_whole(readings):
+    """train `workers: 2` on a local Ray (a relative --root: the workers run in Ray's own
+    folders, and must still find the run). Ray Train's own lines are Ray's concern (-v)."""
+    text = (readings / "pipeline.yaml").read_text()
+    text = text.replace("epochs: 3, learning_rate: 0.003}",
+                        "epochs: 1, learning_rate: 0.003, workers: 2}")
+    assert "workers: 2" in text
+    (readings / "workers.yaml").write_text(text)
+    result = _seqline(readings, "run", "workers.yaml", "--runner", "ray", "--root", "root",
+                      "--run-id", "w1", "--no-verify", "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    model = next(s for s in json.loads(result.stdout)["stages"] if s["name"] == "model")
+    assert model["status"] == "succeeded"
+    assert not TENSORFLOW_PYTHON_LOGS.search(result.stderr), result.stderr
