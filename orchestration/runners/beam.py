@@ -43,7 +43,8 @@ BeamMode = Literal["in_memory", "multi_threading", "multi_processing"]
 
 
 class BeamRunner(Runner):
-    """Runs each map stage as one Beam job of `SeqlineMap`: Beam's FnApiRunner by default.
+    """Runs each map stage (or a chain of them, `map_chain`) as one Beam job of `SeqlineMap`s:
+    Beam's FnApiRunner by default.
 
     The FnApiRunner is named explicitly rather than "DirectRunner", which since Beam 2.68
     first tries the Prism runner, a binary it downloads: runs here stay offline and repeatable.
