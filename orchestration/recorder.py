@@ -7,6 +7,7 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from seqline.orchestration.cache import artifact_checksum
@@ -114,11 +115,11 @@ class RunRecorder:
             begun = self._running.pop(stage, None) is not None
             stage_run = self._ids.get(stage)
         if stage_run is not None:
-            self.store.finish_stage(
+            self._record_failure(f"stage {stage} ended", lambda: self.store.finish_stage(
                 stage_run, "failed" if begun else "skipped", counts=asdict(report.counts),
                 seconds=report.seconds, waited_input=report.waited_input,
                 waited_output=report.waited_output, max_in_flight=report.max_in_flight,
-                error=_one_line(error), block_retries=self._retries(stage))
+                error=_one_line(error), block_retries=self._retries(stage)))
 
     def close(self, status: str, error: BaseException | None = None) -> None:
         """Stop sampling, write what is left, and record how the run ended."""
@@ -127,8 +128,24 @@ class RunRecorder:
             self._thread.join(timeout=10)
         stage = error.stage if isinstance(error, StageError) else None
         seq = error.seq if isinstance(error, StageError) else None
-        self.store.finish_run(self.run_id, status, error_stage=stage, error_seq=seq,
-                              error_message=_one_line(error) if error else None)
+        def finish() -> None:
+            self.store.finish_run(self.run_id, status, error_stage=stage, error_seq=seq,
+                                  error_message=_one_line(error) if error else None)
+        if error is None:
+            finish()  # a run the store does not know succeeded has not: let that error out
+        else:
+            self._record_failure(f"the run {status}", finish)
+
+    def _record_failure(self, what: str, write: Callable[[], None]) -> None:
+        """Record how a run or stage failed, if the store can. The run's own error is what the
+        user must read: when the store fails too (a full disk holds both), say so in one line
+        and let that error through rather than a traceback of the store's."""
+        try:
+            write()
+        except Exception as exc:  # the store's own errors vary by database driver
+            log.warning("run %s: the run store could not record that %s (%s); `seqline runs` "
+                        "will call the run interrupted once this process ends", self.run_id,
+                        what, _store_error(exc))
 
     def _kind(self, stage: StageSpec[Any]) -> str:
         return self.components[stage.component].writes
@@ -155,7 +172,7 @@ class RunRecorder:
             self.store.heartbeat(self.run_id)
         except Exception as exc:  # the store's own errors vary by database driver
             log.warning("run %s: the run store could not record progress: %s", self.run_id,
-                        " ".join(str(exc).split())[:500])
+                        _store_error(exc))
 
     def _sample(self) -> list[dict[str, Any]]:
         now, rows = time.perf_counter(), []
@@ -183,6 +200,12 @@ class RunRecorder:
         if runner is None:
             return 0, 0
         return runner.in_flight.get(stage, 0), runner.held.get(stage, 0)
+
+
+def _store_error(exc: Exception) -> str:
+    """The database's own words, on one line: SQLAlchemy's message adds the statement and its
+    parameters, which are no help to a user and may hold a record's text."""
+    return " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
 
 
 def records_done(report: StageReport) -> int:

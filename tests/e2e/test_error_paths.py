@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from seqline.orchestration.cli import app
+from seqline.orchestration.store import RunStore
 from tests.conftest import USERFNS
 from tests.e2e.test_cli import GOOD
 
@@ -109,6 +111,9 @@ PATHS = [
 ]
 
 
+BAD_DATA = PATHS[[p[0] for p in PATHS].index("bad data without an error budget")]
+
+
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
     (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(10)))
@@ -158,3 +163,26 @@ def test_debug_shows_the_traceback_and_plain_does_not(folder):
                            check=False)
     assert debug.returncode != 0
     assert "Traceback" in debug.stderr and "SyntaxError" in debug.stderr
+
+
+def test_a_store_that_cannot_record_the_failure_does_not_hide_it(folder):
+    """A full disk can hold the run store as well as the shards. The run's own error is still
+    the line a user reads, and the store's failure is one line of warning beside it, not a
+    traceback. The store refuses as a full SQLite database would, in SQLite's own words."""
+    _prepare(folder, *BAD_DATA[1:3])
+    with RunStore.open(folder / "root") as store:
+        database = store.engine.url.database
+    with sqlite3.connect(str(database)) as db:
+        for table, ending in (("runs", "'failed'"), ("stage_runs", "'failed', 'skipped'")):
+            db.execute(f"CREATE TRIGGER full_{table} BEFORE UPDATE OF status ON {table} "
+                       f"WHEN NEW.status IN ({ending}) "
+                       "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    done = subprocess.run([sys.executable, "-m", "seqline.orchestration.cli", *_run()],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    said = " ".join(done.stderr.split())
+    assert re.search(BAD_DATA[5], said), done.stderr
+    for what in ("stage read ended", "the run failed"):
+        assert (f"run r1: the run store could not record that {what} (database or disk is "
+                "full)") in said, done.stderr
