@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Any, Protocol
@@ -11,7 +13,13 @@ from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.reorder import ReorderBuffer
 from seqline.pipeline.stage import BlockResult, MapTask, StageFailure
 
-__all__ = ["Engine", "Runner", "poisoned", "run_windowed"]
+__all__ = ["Engine", "Runner", "poisoned", "retry_after_death", "run_windowed"]
+
+log = logging.getLogger("seqline")
+
+# A retried block waits this long times its attempt number: a machine hiccup (memory
+# pressure, the OOM killer's pick) gets a moment to pass, a poison block fails in seconds.
+BACKOFF_SECONDS = 0.2
 
 
 class Runner(ABC):
@@ -123,6 +131,15 @@ def run_windowed(engine: Engine, task: MapTask, blocks: Iterable[Block], runner:
     finally:
         if pending:
             engine.cancel(list(pending))
+
+
+def retry_after_death(runner: Runner, task: MapTask, block: Block, attempt: int) -> None:
+    """Count, say and wait before running again a block whose worker died on `attempt`."""
+    runner.block_retries[task.stage] = runner.block_retries.get(task.stage, 0) + 1
+    log.warning("stage %r: the worker running block %d (first seq %s) died; running it again "
+                "(attempt %d of %d)", task.stage, block.index, block.first_seq, attempt + 1,
+                task.retries + 1)
+    time.sleep(BACKOFF_SECONDS * attempt)
 
 
 def poisoned(stage: str, block: Block, attempts: int) -> BlockResult:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import os
 import shutil
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import (
     FIRST_COMPLETED,
@@ -22,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from seqline.orchestration.processes import scratch_dir
-from seqline.orchestration.runners.base import Runner, poisoned, run_windowed
+from seqline.orchestration.runners.base import Runner, poisoned, retry_after_death, run_windowed
 from seqline.orchestration.runners.local_worker import init_worker, marker, run_marked
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import Cancelled
@@ -30,17 +28,11 @@ from seqline.pipeline.stage import BlockResult, MapTask
 
 __all__ = ["LocalRunner"]
 
-log = logging.getLogger("seqline")
 
 # Imported once by the fork server, so each worker starts with them loaded (tfx-bsl's coders
 # take about 1 s and 230 MB to import) instead of importing them on its first block.
 PRELOAD = ["seqline.pipeline.stage", "pyarrow", "seqline.components.tfrecords",
            "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker"]
-
-# A retried block waits this long times its attempt number: a machine hiccup (memory
-# pressure, the OOM killer's pick) gets a moment to pass, a poison block fails in seconds.
-BACKOFF_SECONDS = 0.2
-
 
 @dataclass(eq=False)  # a handle: hashed by identity, as the windowed loop keys by it
 class _Job:
@@ -139,12 +131,7 @@ class LocalRunner(Runner):
             if died and job.attempt > job.task.retries:
                 return [(job, poisoned(job.task.stage, job.block, job.attempt))]
             if died:
-                stage = job.task.stage
-                self.block_retries[stage] = self.block_retries.get(stage, 0) + 1
-                log.warning("stage %r: the worker running block %d (first seq %s) died; "
-                            "running it again (attempt %d of %d)", stage, job.block.index,
-                            job.block.first_seq, job.attempt + 1, job.task.retries + 1)
-                time.sleep(BACKOFF_SECONDS * job.attempt)
+                retry_after_death(self, job.task, job.block, job.attempt)
                 job.attempt += 1
             job.future = self._start(job.task, job.block, job.attempt)
             job.generation = self._generation

@@ -6,13 +6,14 @@ import logging
 import os
 import shutil
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from seqline.orchestration.environment import worker_environment
 from seqline.orchestration.options import output
 from seqline.orchestration.processes import scratch_dir
-from seqline.orchestration.runners.base import Runner, poisoned, run_windowed
+from seqline.orchestration.runners.base import Runner, poisoned, retry_after_death, run_windowed
 from seqline.orchestration.runners.ray_train import RayTrainLauncher
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import Cancelled
@@ -25,6 +26,16 @@ ABORT_POLL_SECONDS = 0.25  # how often a wait for blocks checks whether the run 
 
 def _run(task: MapTask, block: Block) -> BlockResult:
     return task(block)
+
+
+@dataclass(eq=False)  # a handle: hashed by identity, as the windowed loop keys by it
+class _Attempt:
+    """One block of one stage, as long as it is in flight: its current task and attempt."""
+
+    task: MapTask
+    block: Block
+    ref: Any  # the Ray ObjectRef of the attempt running now
+    attempt: int = 1
 
 
 class RayRunner(Runner):
@@ -66,42 +77,55 @@ class RayRunner(Runner):
         # train `workers: N` runs on this Ray through Ray Train (the executor hands it to
         # driver stages in their StageContext)
         self.launcher = RayTrainLauncher()
-        # Ray runs a task again when its worker dies or its node is lost (max_retries counts
-        # only such system failures); a user function that raises is a result (StageFailure),
+        # A task runs once in Ray (max_retries=0): when its worker dies or its node is lost,
+        # the runner runs the block again itself, as the local runner does, so that each
+        # retry is counted and said. A user function that raises is a result (StageFailure),
         # never an exception, so it is not retried. A block is released in its place as ever.
-        self._remote = ray.remote(num_cpus=1)(_run)
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(_run)
         self._task_refs: dict[int, Any] = {}
-        self._blocks: dict[Any, tuple[MapTask, Block]] = {}  # by task ref: what it runs
+        self._lost = (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                      ray.exceptions.ObjectLostError)
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
                    ordered: bool = True) -> Iterator[BlockResult]:
         return run_windowed(self, task, blocks, self, ordered=ordered)
 
-    def submit(self, task: MapTask, block: Block) -> Any:
+    def submit(self, task: MapTask, block: Block) -> _Attempt:
+        return _Attempt(task, block, self._start(task, block))
+
+    def _start(self, task: MapTask, block: Block) -> Any:
         key = id(task)  # put the task in the object store once, not once per block
         if key not in self._task_refs:
             self._task_refs = {key: self._ray.put(task)}
-        ref = self._remote.options(max_retries=task.retries).remote(self._task_refs[key], block)
-        self._blocks[ref] = (task, block)
-        return ref
+        return self._remote.remote(self._task_refs[key], block)
 
-    def wait(self, handles: list[Any]) -> list[tuple[Any, BlockResult]]:
-        ready: list[Any] = []
-        while not ready:  # in short waits, so that a cancelled run stops at once
+    def wait(self, handles: list[_Attempt]) -> list[tuple[_Attempt, BlockResult]]:
+        by_ref = {handle.ref: handle for handle in handles}
+        while True:  # in short waits, so that a cancelled run stops at once
             if self._aborted:
                 raise Cancelled("the run was cancelled")
-            ready, rest = self._ray.wait(handles, num_returns=1, timeout=ABORT_POLL_SECONDS)
-        if rest:  # collect everything else already finished, without waiting
-            more, _ = self._ray.wait(rest, num_returns=len(rest), timeout=0)
-            ready += more
-        return [(ref, self._result(ref)) for ref in ready]
+            ready, rest = self._ray.wait(list(by_ref), num_returns=1,
+                                         timeout=ABORT_POLL_SECONDS)
+            if rest and ready:  # collect everything else already finished, without waiting
+                ready += self._ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+            finished = [(by_ref[ref], self._result(by_ref.pop(ref))) for ref in ready]
+            for handle, result in finished:
+                if result is None:  # run again: wait for its new task too
+                    by_ref[handle.ref] = handle
+            if done := [(h, r) for h, r in finished if r is not None]:
+                return done
 
-    def _result(self, ref: Any) -> BlockResult:
-        task, block = self._blocks.pop(ref)
+    def _result(self, handle: _Attempt) -> BlockResult | None:
+        """The block's result; None when its worker died and it was started again."""
         try:
-            result: BlockResult = self._ray.get(ref)
-        except (self._ray.exceptions.WorkerCrashedError, self._ray.exceptions.NodeDiedError):
-            return poisoned(task.stage, block, task.retries + 1)  # Ray's retries are spent
+            result: BlockResult = self._ray.get(handle.ref)
+        except self._lost:
+            if handle.attempt > handle.task.retries:
+                return poisoned(handle.task.stage, handle.block, handle.attempt)
+            retry_after_death(self, handle.task, handle.block, handle.attempt)
+            handle.attempt += 1
+            handle.ref = self._start(handle.task, handle.block)
+            return None
         return result
 
     def cancel(self, handles: list[Any]) -> None:
@@ -112,8 +136,6 @@ class RayRunner(Runner):
         that was not pending"; ray-project/ray#54846, still in Ray 2.60). It did so here in
         CI, after a failing block. Letting a few blocks finish is the safe trade.
         """
-        for ref in handles:
-            self._blocks.pop(ref, None)
 
     def abort(self) -> None:
         self._aborted = True  # the waits end; close() then stops Ray and its workers
