@@ -5,14 +5,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from seqline.orchestration.cache import artifact_checksum
 from seqline.orchestration.store import RunStore
-from seqline.pipeline.errors import StageError
+from seqline.pipeline.errors import SeqlineError, StageError
 from seqline.pipeline.specs import ComponentSpec, StageSpec
 
 if TYPE_CHECKING:
@@ -70,14 +73,15 @@ class RunRecorder:
 
     def started(self, stage: StageSpec[Any], report: StageReport) -> None:
         stage_run = self._ids.get(stage.name)
-        if stage_run is None:
-            stage_run = self.store.start_stage(
-                self.run_id, stage.name, stage.component,
-                params=stage.params.model_dump(mode="json"),
-                cache_key=self.keys.get(stage.name),
-                attempt=self._attempts.get(stage.name, 0) + 1)
-        else:
-            self.store.begin_stage(stage_run)
+        with self._storing(stage.name, "that the stage started"):
+            if stage_run is None:
+                stage_run = self.store.start_stage(
+                    self.run_id, stage.name, stage.component,
+                    params=stage.params.model_dump(mode="json"),
+                    cache_key=self.keys.get(stage.name),
+                    attempt=self._attempts.get(stage.name, 0) + 1)
+            else:
+                self.store.begin_stage(stage_run)
         with self._lock:
             self._ids[stage.name] = stage_run
             self._running[stage.name] = report
@@ -90,6 +94,11 @@ class RunRecorder:
             self.started(stage, report)
         with self._lock:
             self._running.pop(stage.name, None)
+        with self._storing(stage.name, "what the stage committed"):
+            self._committed(stage, report, manifest, source, cached_from)
+
+    def _committed(self, stage: StageSpec[Any], report: StageReport, manifest: dict[str, Any],
+                   source: Path | None, cached_from: str | None) -> None:
         stage_run = self._ids[stage.name]
         self.store.finish_stage(
             stage_run, "cached" if cached_from else "succeeded", counts=asdict(report.counts),
@@ -131,10 +140,30 @@ class RunRecorder:
         def finish() -> None:
             self.store.finish_run(self.run_id, status, error_stage=stage, error_seq=seq,
                                   error_message=_one_line(error) if error else None)
-        if error is None:
-            finish()  # a run the store does not know succeeded has not: let that error out
+        if error is None:  # a run the store does not know succeeded has not: an error
+            try:
+                finish()
+            except SQLAlchemyError as exc:
+                raise SeqlineError(
+                    f"run {self.run_id}: every stage committed, but the run store at "
+                    f"{self.store.url} could not record that the run succeeded "
+                    f"({_store_error(exc)}). Fix the store, then `seqline run … --resume "
+                    f"--run-id {self.run_id}` records it, keeping every stage.") from exc
         else:
             self._record_failure(f"the run {status}", finish)
+
+    @contextmanager
+    def _storing(self, stage: str, what: str) -> Iterator[None]:
+        """A store that cannot take a write (a full disk, a database gone) fails the run in
+        one line naming the stage; what the stage committed is kept for --resume."""
+        try:
+            yield
+        except SQLAlchemyError as exc:  # (any database driver's errors, wrapped)
+            raise StageError(
+                f"stage {stage!r}: the run store at {self.store.url} could not record {what} "
+                f"({_store_error(exc)}). Fix the store (free space on its disk, or start its "
+                "database), then finish the run with `seqline run … --resume --run-id "
+                f"{self.run_id}`: committed stages are kept.", stage=stage) from exc
 
     def _record_failure(self, what: str, write: Callable[[], None]) -> None:
         """Record how a run or stage failed, if the store can. The run's own error is what the

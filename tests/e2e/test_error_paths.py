@@ -165,20 +165,31 @@ def test_debug_shows_the_traceback_and_plain_does_not(folder):
     assert "Traceback" in debug.stderr and "SyntaxError" in debug.stderr
 
 
+def _full_store(folder: Path, refused: dict[str, str]) -> Path:
+    """The root's run store, refusing to record the statuses given per table as a full SQLite
+    database would, in SQLite's own words (a disk cannot be filled at one exact write)."""
+    with RunStore.open(folder / "root") as store:
+        database = Path(str(store.engine.url.database))
+    with sqlite3.connect(database) as db:
+        for table, statuses in refused.items():
+            db.execute(f"CREATE TRIGGER full_{table} BEFORE UPDATE OF status ON {table} "
+                       f"WHEN NEW.status IN ({statuses}) "
+                       "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    return database
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "seqline.orchestration.cli", *args],
+                          capture_output=True, text=True, check=False)
+
+
 def test_a_store_that_cannot_record_the_failure_does_not_hide_it(folder):
     """A full disk can hold the run store as well as the shards. The run's own error is still
     the line a user reads, and the store's failure is one line of warning beside it, not a
-    traceback. The store refuses as a full SQLite database would, in SQLite's own words."""
+    traceback."""
     _prepare(folder, *BAD_DATA[1:3])
-    with RunStore.open(folder / "root") as store:
-        database = store.engine.url.database
-    with sqlite3.connect(str(database)) as db:
-        for table, ending in (("runs", "'failed'"), ("stage_runs", "'failed', 'skipped'")):
-            db.execute(f"CREATE TRIGGER full_{table} BEFORE UPDATE OF status ON {table} "
-                       f"WHEN NEW.status IN ({ending}) "
-                       "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
-    done = subprocess.run([sys.executable, "-m", "seqline.orchestration.cli", *_run()],
-                          capture_output=True, text=True, check=False)
+    _full_store(folder, {"runs": "'failed'", "stage_runs": "'failed', 'skipped'"})
+    done = _cli(*_run())
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr
     said = " ".join(done.stderr.split())
@@ -186,3 +197,27 @@ def test_a_store_that_cannot_record_the_failure_does_not_hide_it(folder):
     for what in ("stage read ended", "the run failed"):
         assert (f"run r1: the run store could not record that {what} (database or disk is "
                 "full)") in said, done.stderr
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ("stage_runs", r"stage '(read|features)': the run store at sqlite:///\S+seqline\.db could "
+                   r"not record what the stage committed \(database or disk is full\)\. "),
+    ("runs", r"run r1: every stage committed, but the run store at sqlite:///\S+seqline\.db "
+             r"could not record that the run succeeded \(database or disk is full\)\. "),
+], ids=["a stage's commit", "the run's success"])
+def test_a_store_that_cannot_record_a_commit_fails_the_run_in_one_line_and_resumes(
+        folder, table, message):
+    """The stage's files are committed, the store cannot say so: the run fails naming the
+    store (and the stage), and a resume once the store takes writes again keeps them."""
+    _prepare(folder, GOOD, {})
+    database = _full_store(folder, {table: "'succeeded'"})
+    done = _cli(*_run())
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    said = " ".join(done.stderr.split())
+    assert re.search("Run failed: " + message + r".* --resume --run-id r1`", said), done.stderr
+    with sqlite3.connect(database) as db:
+        db.execute(f"DROP TRIGGER full_{table}")
+    resumed = _cli(*_run("--resume"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "All artifacts hold the ordering contract." in resumed.stdout
