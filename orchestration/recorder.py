@@ -137,6 +137,7 @@ class RunRecorder:
             self._thread.join(timeout=10)
         stage = error.stage if isinstance(error, StageError) else None
         seq = error.seq if isinstance(error, StageError) else None
+
         def finish() -> None:
             self.store.finish_run(self.run_id, status, error_stage=stage, error_seq=seq,
                                   error_message=_one_line(error) if error else None)
@@ -150,7 +151,8 @@ class RunRecorder:
                     f"({_store_error(exc)}). Fix the store, then `seqline run … --resume "
                     f"--run-id {self.run_id}` records it, keeping every stage.") from exc
         else:
-            self._record_failure(f"the run {status}", finish)
+            self._record_failure("the run was cancelled" if status == "cancelled"
+                                 else f"the run {status}", finish)
 
     @contextmanager
     def _storing(self, stage: str, what: str) -> Iterator[None]:

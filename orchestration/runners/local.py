@@ -34,6 +34,7 @@ __all__ = ["LocalRunner"]
 PRELOAD = ["seqline.pipeline.stage", "pyarrow", "seqline.components.tfrecords",
            "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker"]
 
+
 @dataclass(eq=False)  # a handle: hashed by identity, as the windowed loop keys by it
 class _Job:
     """One block of one stage, as long as it is in flight: its current future and attempt."""
