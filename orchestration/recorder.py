@@ -51,6 +51,7 @@ class RunRecorder:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._unrecorded: list[tuple[str, str]] = []  # (what, the store's error)
         self.runner: Runner | None = None
         # A resumed run's stages have attempts already: a stage run again is the next one.
         self._attempts = {s["name"]: s["attempts"] for s in store.show_run(run_id)["stages"]}
@@ -153,6 +154,11 @@ class RunRecorder:
         else:
             self._record_failure("the run was cancelled" if status == "cancelled"
                                  else f"the run {status}", finish)
+            if self._unrecorded:  # one line for all of them: the cause is the same
+                what, cause = ", ".join(w for w, _ in self._unrecorded), self._unrecorded[-1][1]
+                log.warning("run %s: the run store could not record that %s (%s); `seqline "
+                            "runs` will call the run interrupted once this process ends",
+                            self.run_id, what, cause)
 
     @contextmanager
     def _storing(self, stage: str, what: str) -> Iterator[None]:
@@ -174,9 +180,7 @@ class RunRecorder:
         try:
             write()
         except Exception as exc:  # the store's own errors vary by database driver
-            log.warning("run %s: the run store could not record that %s (%s); `seqline runs` "
-                        "will call the run interrupted once this process ends", self.run_id,
-                        what, _store_error(exc))
+            self._unrecorded.append((what, _store_error(exc)))  # said once, in close()
 
     def _kind(self, stage: StageSpec[Any]) -> str:
         return self.components[stage.component].writes
