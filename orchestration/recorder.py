@@ -74,7 +74,7 @@ class RunRecorder:
 
     def started(self, stage: StageSpec[Any], report: StageReport) -> None:
         stage_run = self._ids.get(stage.name)
-        with self._storing(stage.name, "that the stage started"):
+        with self._storing("that the stage started", stage.name):
             if stage_run is None:
                 stage_run = self.store.start_stage(
                     self.run_id, stage.name, stage.component,
@@ -95,7 +95,7 @@ class RunRecorder:
             self.started(stage, report)
         with self._lock:
             self._running.pop(stage.name, None)
-        with self._storing(stage.name, "what the stage committed"):
+        with self._storing("what the stage committed", stage.name):
             self._committed(stage, report, manifest, source, cached_from)
 
     def _committed(self, stage: StageSpec[Any], report: StageReport, manifest: dict[str, Any],
@@ -143,14 +143,8 @@ class RunRecorder:
             self.store.finish_run(self.run_id, status, error_stage=stage, error_seq=seq,
                                   error_message=_one_line(error) if error else None)
         if error is None:  # a run the store does not know succeeded has not: an error
-            try:
+            with self._storing("that the run succeeded"):
                 finish()
-            except SQLAlchemyError as exc:
-                raise SeqlineError(
-                    f"run {self.run_id}: every stage committed, but the run store at "
-                    f"{self.store.url} could not record that the run succeeded "
-                    f"({_store_error(exc)}). Fix the store, then `seqline run … --resume "
-                    f"--run-id {self.run_id}` records it, keeping every stage.") from exc
         else:
             self._record_failure("the run was cancelled" if status == "cancelled"
                                  else f"the run {status}", finish)
@@ -161,17 +155,19 @@ class RunRecorder:
                             self.run_id, what, cause)
 
     @contextmanager
-    def _storing(self, stage: str, what: str) -> Iterator[None]:
+    def _storing(self, what: str, stage: str | None = None) -> Iterator[None]:
         """A store that cannot take a write (a full disk, a database gone) fails the run in
-        one line naming the stage; what the stage committed is kept for --resume."""
+        one line naming the stage (or the run); what was committed is kept for --resume."""
         try:
             yield
         except SQLAlchemyError as exc:  # (any database driver's errors, wrapped)
-            raise StageError(
-                f"stage {stage!r}: the run store at {self.store.url} could not record {what} "
-                f"({_store_error(exc)}). Fix the store (free space on its disk, or start its "
-                "database), then finish the run with `seqline run … --resume --run-id "
-                f"{self.run_id}`: committed stages are kept.", stage=stage) from exc
+            where = f"stage {stage!r}: the" if stage else \
+                f"run {self.run_id}: every stage committed, but the"
+            message = (f"{where} run store at {self.store.url} could not record {what} "
+                       f"({_store_error(exc)}). Fix the store (free space on its disk, or start "
+                       "its database), then finish the run with `seqline run … --resume "
+                       f"--run-id {self.run_id}`: committed stages are kept.")
+            raise (StageError(message, stage=stage) if stage else SeqlineError(message)) from exc
 
     def _record_failure(self, what: str, write: Callable[[], None]) -> None:
         """Record how a run or stage failed, if the store can. The run's own error is what the

@@ -122,6 +122,11 @@ def folder(tmp_path, monkeypatch):
     return tmp_path
 
 
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "seqline.orchestration.cli", *args],
+                          capture_output=True, text=True, check=False)
+
+
 def _prepare(folder: Path, text: str | None, files: dict[str, str]) -> None:
     if text is not None:
         (folder / "p.yaml").write_text(text)
@@ -154,13 +159,11 @@ def test_debug_shows_the_traceback_and_plain_does_not(folder):
     traceback of the error being reported."""
     _prepare(folder, GOOD.replace("latency:double", "feat:add"),
              {"feat.py": "def add(batch)\n    return batch\n"})
-    seqline = [sys.executable, "-m", "seqline.orchestration.cli"]
-    plain = subprocess.run([*seqline, *_run()], capture_output=True, text=True, check=False)
+    plain = _cli(*_run())
     assert plain.returncode == 2
     assert plain.stdout == "" and "Traceback" not in plain.stderr
     assert len(plain.stderr.strip().splitlines()) == 1, plain.stderr  # one line, whole
-    debug = subprocess.run([*seqline, "--debug", *_run()], capture_output=True, text=True,
-                           check=False)
+    debug = _cli("--debug", *_run())
     assert debug.returncode != 0
     assert "Traceback" in debug.stderr and "SyntaxError" in debug.stderr
 
@@ -176,11 +179,6 @@ def _full_store(folder: Path, refused: dict[str, str]) -> Path:
                        f"WHEN NEW.status IN ({statuses}) "
                        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
     return database
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "seqline.orchestration.cli", *args],
-                          capture_output=True, text=True, check=False)
 
 
 def test_a_store_that_cannot_record_the_failure_does_not_hide_it(folder):
