@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -24,16 +25,40 @@ from typing import Any
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.storage import Folder, Location, folder
 
-__all__ = ["MANIFEST", "StageArtifact", "committed_stages", "link_stage", "listed_files",
-           "read_manifest", "run_dir"]
+__all__ = ["MANIFEST", "RUN_ID_PATTERN", "StageArtifact", "check_run_id", "committed_stages",
+           "link_stage", "listed_files", "read_manifest", "run_dir"]
 
 MANIFEST = "manifest.json"
 VERDICT = "verify.json"  # a run's last `verify` verdict, beside its stage folders
 
 
+# A run id names a folder under ROOT/runs/, a log file and a URL path segment, so it is a name,
+# never a path: letters, digits, and . _ - inside, as schedule names (schedule/spec.py: at most
+# 80, so that `<name>-backfill-<fire time>` stays within these 128).
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_run_id(run_id: str) -> str:
+    """`run_id` if it is a name that stays inside ROOT/runs/, else a ConfigError saying the rule.
+
+    Example: "nightly-20261123T020000Z" -> itself; "../x", "/tmp/x", "a/b", ".." -> ConfigError.
+
+    Raises:
+        ConfigError: `run_id` is empty, starts with anything but a letter or digit, holds
+            anything but letters, digits, '.', '_' and '-', or is longer than 128.
+    """
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
+        raise ConfigError(
+            f"run id {run_id!r} is not a name; use letters, digits, '.', '_' and '-' (at most "
+            "128, starting with a letter or digit), e.g. --run-id nightly-3, or leave it out "
+            "for a generated one")
+    return run_id
+
+
 def run_dir(root: Folder, run_id: str) -> Folder:
+    """`<root>/runs/<run_id>`, for a run id that passes `check_run_id` (else ConfigError)."""
     root = folder(root) if isinstance(root, str) else root
-    return root / "runs" / run_id
+    return root / "runs" / check_run_id(run_id)
 
 
 def read_manifest(stage_dir: Folder | str) -> dict[str, Any]:

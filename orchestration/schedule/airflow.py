@@ -9,8 +9,9 @@ from datetime import datetime
 from sqlalchemy.engine import make_url
 
 from seqline.orchestration.schedule.launch import root_text
-from seqline.orchestration.schedule.times import explain, zone
+from seqline.orchestration.schedule.times import explain, run_id_for, zone
 from seqline.orchestration.store.schedules import Schedule
+from seqline.pipeline.artifacts import check_run_id
 from seqline.pipeline.storage import Folder, is_remote
 
 __all__ = ["airflow_dag"]
@@ -81,6 +82,9 @@ def airflow_dag(schedule: Schedule, root: Folder, store: str | None) -> str:
         one task runs `seqline run PIPELINE … --trigger schedule`.
     """
     start = (schedule.start or schedule.created).astimezone(zone(schedule.tz))
+    # The DAG's runs get ids of this form: names, as every run id (a stored schedule's name
+    # was checked when added; this holds for one written to the store by other means too).
+    check_run_id(run_id_for(schedule.name, start, "schedule"))
     end = schedule.end.astimezone(zone(schedule.tz)) if schedule.end else None
     catchup, catchup_note = CATCHUP[schedule.catchup]
     command = [*_words("seqline", "run", schedule.pipeline, "--root", root_text(root)),

@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from seqline.pipeline.artifacts import check_run_id
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.storage import Folder, fspath, slug
 
@@ -107,6 +108,7 @@ class ProcessLauncher:
         if not Path(request.pipeline).is_file():
             raise ConfigError(f"the pipeline file {request.pipeline} is missing: restore it, "
                               f"or `seqline schedule remove {request.schedule}`.")
+        check_run_id(request.run_id)  # it names the log file: a name, never a path
         self.logs.mkdir(parents=True, exist_ok=True)
         # Appended, not truncated: a tick relaunched after a scheduler crash keeps both tries.
         with open(self.logs / f"{request.run_id}.log", "ab") as log:
