@@ -6,9 +6,12 @@ RUNNER ?= local
 
 .PHONY: demo test setup postgres chromium lint typecheck docs docs-outputs
 
-# 1. Set up and run the example pipeline end to end.
+# 1. Set up and run the example pipeline end to end, then say how to use the CLI installed.
 demo: setup
 	$(BIN)/seqline run data/seattle_weather/pipeline.yaml --runner $(RUNNER)
+	@echo
+	@echo "seqline is installed in $(VENV). Put it on your PATH with:  . $(VENV)/bin/activate"
+	@echo "then try:  seqline runs list   (or, without activating:  $(BIN)/seqline runs list)"
 
 # 2. Set up and run the test suite (all tiers: unit, integration, e2e), as CI does.
 test: setup postgres chromium lint typecheck docs
