@@ -61,7 +61,8 @@ class SampleCache:
         Returns:
             {label: {"t": [...], "records_done", "rows_per_s", "waited_input",
             "waited_output", "in_flight", "reorder_held": [...]}}, thinned to at most
-            MAX_POINTS each (the newest always kept). Shared: callers only read them.
+            MAX_POINTS each (see _thinned: the newest always kept, peaks kept). Shared:
+            callers only read them.
         """
         out = {}
         with self._lock:  # one reader at a time per cache: the rows are appended in place
@@ -85,8 +86,23 @@ class SampleCache:
 
 
 def _thinned(rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """At most MAX_POINTS points: consecutive samples in groups, each drawn at its last
+    sample (the newest always shows) with the group's peaks (in_flight, reorder_held: a
+    peak of 6 in a thinned stretch is still 6), its mean rate and its last counters."""
     step = max(1, -(-len(rows) // MAX_POINTS))
-    shown = rows[::step]
-    if rows and shown[-1] is not rows[-1]:
-        shown.append(rows[-1])  # the newest sample always shows
-    return {c: [r[i] for r in shown] for i, c in enumerate(COLUMNS)}
+    if step == 1:
+        return {c: [r[i] for r in rows] for i, c in enumerate(COLUMNS)}
+    shown = []
+    for start in range(0, len(rows), step):
+        group = rows[start:start + step]
+        point = list(group[-1])
+        for i in _PEAKS:
+            point[i] = max((r[i] for r in group if r[i] is not None), default=None)
+        rates = [r[_RATE] for r in group if r[_RATE] is not None]
+        point[_RATE] = sum(rates) / len(rates) if rates else None
+        shown.append(point)
+    return {c: [p[i] for p in shown] for i, c in enumerate(COLUMNS)}
+
+
+_PEAKS = (COLUMNS.index("in_flight"), COLUMNS.index("reorder_held"))
+_RATE = COLUMNS.index("rows_per_s")

@@ -58,11 +58,11 @@ def test_a_long_stage_is_thinned_and_still_ends_at_its_newest_sample(store, monk
     _write(store, stage_run, [float(i) for i in range(15)])
     with store.engine.connect() as conn:
         first = cache.series(conn, [(stage_run, 1.0, "a")])["a"]
-    assert first["t"] == [float(i) for i in range(0, 15, 2)]  # every 2nd: 14 is one
+    assert first["t"] == [float(i) for i in range(1, 15, 2)] + [14.0]  # each pair's last
     _write(store, stage_run, [float(i) for i in range(15, 31)])
     with store.engine.connect() as conn:
         later = cache.series(conn, [(stage_run, 1.0, "a")])["a"]
-    assert later["t"] == [float(i) for i in range(0, 31, 4)] + [30.0]  # every 4th, newest
+    assert later["t"] == [float(i) for i in range(3, 31, 4)] + [30.0]  # each 4's last
     assert later["records_done"][-1] == 300
 
 
