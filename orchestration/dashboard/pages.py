@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +50,22 @@ def _count(value: Any) -> str:
         f"{value:,.1f}" if isinstance(value, float) else str(value)
 
 
+def _significant(value: Any) -> str:
+    """A rate to 3 significant digits: 2697.4 -> "2,700", 93.96 -> "94.0", 0.01234 ->
+    "0.0123", 0 -> "0"; a missing value -> ""."""
+    if not isinstance(value, int | float) or value != value:  # None, or NaN
+        return ""
+    if value == 0:
+        return "0"
+    digits = 2 - math.floor(math.log10(abs(value)))
+    rounded = round(value, digits)  # 99.96 -> 100.0: count its digits again
+    digits = 2 - math.floor(math.log10(abs(rounded)))
+    return f"{round(rounded, digits):,.{max(digits, 0)}f}"
+
+
 env.filters["seconds"] = _seconds
 env.filters["count"] = _count
+env.filters["significant"] = _significant
 
 
 def compile_templates() -> None:

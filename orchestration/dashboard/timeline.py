@@ -1,30 +1,49 @@
-"""The assembly line as a timeline: one bar per stage, its waits shaded, the bottleneck named."""
+"""The assembly line as a timeline: one bar per stage in five states, the bottleneck named."""
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from typing import Any
 
-__all__ = ["bottleneck", "timeline"]
+__all__ = ["RAN", "STATES", "bottleneck", "timeline", "wait_spans"]
 
 WIDTH = 1000  # the SVG's viewBox width; the browser scales it to the page
 ROW = 22  # pixels per stage row
 LABEL = 150  # room on the left for stage names
-# A second in which a stage spent more than half its time waiting is drawn as waiting:
-# finer shading would follow the sampler's jitter, not the stage.
-WAIT_SHARE = 0.5
+# Sampling intervals narrower than this many viewBox units are drawn together: an hour-long
+# run's 3,600 seconds would otherwise be thousands of slivers no screen can show.
+MIN_UNITS = 2.0
+# Room a note takes: roughly 50 characters of 11 px italic in viewBox units.
+NOTE_UNITS = 320
+# A reused stage lasts about 0 s now: drawn this wide so that it can be seen at all.
+MARK_UNITS = 4.0
+# Statuses of stages that did work in this run (not reused, not skipped, not pending).
+RAN = ("succeeded", "failed", "running")
+# The five states a stage's time is drawn in, and the words the legend and tooltips use.
+STATES = {"working": "working", "input": "waiting on input",
+          "output": "waiting on output (backpressure)", "reused": "reused (not run now)",
+          "notrun": "not run"}
 
 
 def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
-    """Bars and shaded waits for the run page's SVG, in viewBox units.
+    """Bars, waits and notes for the run page's SVG, in viewBox units.
+
+    A stage that ran is a `working` bar from its start to its end, with the seconds it waited
+    on input or on output drawn over it (`wait_spans`); a reused stage is a `reused` mark
+    and its reason; a skipped stage a `notrun` bar (or only its reason, if it never started).
 
     Args:
         run: `queries.run_page`'s object (stages with t0/t1).
         samples: `Dashboard.series` keyed by stage name (cumulative waits over time).
 
     Returns:
-        {"width", "height", "label", "rows": [{name, status, x, w, y, waits: [{x, w, side}]}],
-        "ticks": [{x, text}]}.
+        {"width", "height", "label", "rows": [{name, status, y, bar: {x, w, state,
+        seconds} | None, waits: [{x, w, state, seconds}], note: {x, anchor, text} | None}],
+        "ticks": [{x, text, anchor}], "states": {state: words}, "starts": {stage: t0},
+        "span": seconds} (the charts start each stage's steps at its start, and show the
+        run's span).
     """
     start = run["t0"]
     end = run["t1"] or max([time.time()] + [s["t1"] or 0 for s in run["stages"]])
@@ -34,42 +53,182 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> d
     def x(t: float) -> float:
         return round(LABEL + (min(max(t, start), end) - start) * scale, 1)
 
+    ended = run["status"] not in ("queued", "running")
     rows = []
     for i, stage in enumerate(run["stages"]):
         t0, t1 = stage["t0"], stage["t1"] or (end if stage["status"] == "running" else None)
         row: dict[str, Any] = {"name": stage["name"], "status": stage["status"], "y": i * ROW,
-                               "x": 0.0, "w": 0.0, "waits": []}
-        if t0 is not None and t1 is not None:
-            row["x"], row["w"] = x(t0), max(round(x(t1) - x(t0), 1), 1.0)
-            row["waits"] = [{"x": x(a), "w": max(round(x(b) - x(a), 1), 0.5), "side": side}
-                            for a, b, side in _waits(samples.get(stage["name"]))]
+                               "bar": None, "waits": [], "note": None}
+        state = _state(stage["status"], ended)
+        if state == "reused":
+            t0 = t1 = stage["t1"] or stage["t0"]  # now-seconds, about 0: a mark
+        if t0 is not None and t1 is not None and state is not None:
+            width = max(round(x(t1) - x(t0), 1), MARK_UNITS if state == "reused" else 1.0)
+            row["bar"] = {"x": x(t0), "w": width, "state": state,
+                          "seconds": round(max(t1 - t0, 0.0), 3) if state != "reused"
+                          else stage["seconds"]}
+            if state != "reused":
+                spans = wait_spans(t0, t1, samples.get(stage["name"]), stage, MIN_UNITS / scale)
+                row["waits"] = [{"x": x(a), "w": max(round(x(b) - x(a), 1), 0.5),
+                                 "state": side, "seconds": round(b - a, 3)}
+                                for a, b, side in spans if b - a >= 5e-4]  # 0.000 s: none
+        note = _note(stage, state)
+        if note:
+            row["note"] = _placed(note, row["bar"])
         rows.append(row)
-    ticks = [{"x": x(start + span * k / 4), "text": f"{span * k / 4:.1f} s"} for k in range(5)]
+    ticks = [{"x": x(start + at), "text": f"{at:.{places}f} s",
+              "anchor": "end" if x(start + at) > WIDTH - 20 else "start"}
+             for at, places in _ticks(span)]
+    starts = {s["name"]: s["t0"] for s in run["stages"] if s["t0"] is not None}
     return {"width": WIDTH, "height": len(rows) * ROW + 18, "label": LABEL, "rows": rows,
-            "ticks": ticks}
+            "ticks": ticks, "states": STATES, "starts": starts, "span": round(span, 3)}
 
 
-def _waits(columns: dict[str, list[Any]] | None) -> list[tuple[float, float, str]]:
-    """Intervals (start, end, side) where the stage mostly waited on its input or output."""
-    if not columns or len(columns["t"]) < 2:
-        return []
-    spans: list[tuple[float, float, str]] = []
-    t, w_in, w_out = columns["t"], columns["waited_input"], columns["waited_output"]
-    for i in range(1, len(t)):
-        dt = t[i] - t[i - 1]
-        if dt <= 0:
-            continue
-        d_in = (w_in[i] or 0) - (w_in[i - 1] or 0)
-        d_out = (w_out[i] or 0) - (w_out[i - 1] or 0)
-        side = "input" if d_in / dt > WAIT_SHARE else "output" if d_out / dt > WAIT_SHARE \
-            else None
-        if side is None:
-            continue
-        if spans and spans[-1][2] == side and spans[-1][1] == t[i - 1]:
-            spans[-1] = (spans[-1][0], t[i], side)  # one shaded stretch, not a comb
+def _state(status: str, ended: bool) -> str | None:
+    """The state a stage's bar is drawn in (None: no bar, e.g. pending in a live run)."""
+    if status in RAN:
+        return "working"
+    if status == "cached":
+        return "reused"
+    if status == "skipped" or (status == "pending" and ended):
+        return "notrun"
+    return None
+
+
+def _placed(text: str, bar: dict[str, Any] | None) -> dict[str, Any]:
+    """Where a note goes: right of its bar, else inside a wide bar, else left of it."""
+    right = bar["x"] + bar["w"] if bar else LABEL
+    if right < WIDTH - NOTE_UNITS:
+        return {"x": right + 6, "anchor": "start", "text": text}
+    if bar and (bar["w"] >= NOTE_UNITS or bar["x"] - LABEL < NOTE_UNITS):
+        return {"x": bar["x"] + 6, "anchor": "start", "text": text}
+    return {"x": bar["x"] - 6 if bar else LABEL, "anchor": "end", "text": text}
+
+
+def _ticks(span: float) -> list[tuple[float, int]]:
+    """Round tick positions (seconds from the start) and their decimals: a 1, 2 or 5 step
+    giving 4 to 9 ticks, e.g. 12.7 s -> 0, 2, 4, … 12; 0.47 s -> 0.0, 0.1, … 0.4."""
+    raw = span / 8
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    places = max(0, -math.floor(math.log10(step)))
+    return [(k * step, places) for k in range(int(span / step + 1e-9) + 1)]
+
+
+def _note(stage: dict[str, Any], state: str | None) -> str | None:
+    """What a stage that did not run now says beside its row: the store's reason."""
+    if state not in ("reused", "notrun"):
+        return None
+    reason = stage.get("reason")
+    if reason:
+        return str(reason)
+    if state == "reused":
+        return f"reused from run {stage['cached_from']}" if stage.get("cached_from") \
+            else "reused"
+    return "not run"
+
+
+def wait_spans(t0: float, t1: float, columns: dict[str, list[Any]] | None,
+               totals: dict[str, Any], min_seconds: float = 0.0
+               ) -> list[tuple[float, float, str]]:
+    """Where a stage waited on its input or output, from its cumulative wait counters.
+
+    Each sampling interval waited as much as the counters grew in it; the interval from the
+    last sample to the stage's end as much as the stage row's totals add. A wait is counted
+    when it ends, so growth larger than its interval belongs to the intervals before it
+    (the wait was under way): it is moved back, latest first. The drawn waits therefore add
+    up to the totals the table shows. Within an interval the waits are placed next to the
+    same state in the neighbouring intervals, so a 9 s wait is one stretch, not a comb.
+
+    Example: samples at t0+1 s (waited_input 0.0) and t0+2 s (0.0), the row's total 2.5 s
+    and its end at t0+3 s -> [(t0+0.5, t0+3.0, "input")].
+
+    Args:
+        t0: the stage's start (Unix seconds).
+        t1: its end, or now for a running stage.
+        columns: its samples as chart columns (t, waited_input, waited_output), or None.
+        totals: the stage's row: `waited_input`/`waited_output` (None while it runs).
+        min_seconds: intervals shorter than this are drawn together.
+
+    Returns:
+        (start, end, "input" | "output") spans in time order.
+    """
+    points = _cumulative(t0, t1, columns, totals)
+    intervals = _spill_back(points)
+    return _layout(_bucketed(intervals, min_seconds))
+
+
+def _cumulative(t0: float, t1: float, columns: dict[str, list[Any]] | None,
+                totals: dict[str, Any]) -> list[tuple[float, float, float]]:
+    """(t, waited on input, waited on output) from the start (0, 0) to the last known."""
+    points = [(t0, 0.0, 0.0)]
+    columns = columns or {}
+    for t, w_in, w_out in zip(columns.get("t") or [], columns.get("waited_input") or [],
+                              columns.get("waited_output") or [], strict=False):
+        last = points[-1]
+        points.append((min(max(t, last[0]), t1), max(w_in or 0.0, last[1]),
+                       max(w_out or 0.0, last[2])))
+    if totals.get("waited_input") is not None or totals.get("waited_output") is not None:
+        last = points[-1]
+        points.append((max(t1, last[0]), max(totals.get("waited_input") or 0.0, last[1]),
+                       max(totals.get("waited_output") or 0.0, last[2])))
+    return points
+
+
+def _spill_back(points: list[tuple[float, float, float]]) -> list[list[float]]:
+    """Per interval [start, end, waited on input, on output], no interval over-full: what
+    does not fit moves to the intervals before it."""
+    intervals = [[a[0], b[0], b[1] - a[1], b[2] - a[2]]
+                 for a, b in itertools.pairwise(points)]
+    carry_in = carry_out = 0.0
+    for interval in reversed(intervals):
+        room = interval[1] - interval[0]
+        want_in, want_out = interval[2] + carry_in, interval[3] + carry_out
+        interval[2] = min(want_in, room)
+        interval[3] = min(want_out, room - interval[2])
+        carry_in, carry_out = want_in - interval[2], want_out - interval[3]
+    return [i for i in intervals if i[1] > i[0]]
+
+
+def _bucketed(intervals: list[list[float]], min_seconds: float) -> list[list[float]]:
+    """Consecutive intervals joined until each lasts at least `min_seconds`."""
+    buckets: list[list[float]] = []
+    for start, end, w_in, w_out in intervals:
+        if buckets and buckets[-1][1] - buckets[-1][0] < min_seconds:
+            last = buckets[-1]
+            last[1], last[2], last[3] = end, last[2] + w_in, last[3] + w_out
         else:
-            spans.append((t[i - 1], t[i], side))
+            buckets.append([start, end, w_in, w_out])
+    return buckets
+
+
+def _layout(buckets: list[list[float]]) -> list[tuple[float, float, str]]:
+    """Each bucket cut into working / input / output parts, waits merged across buckets."""
+    spans: list[tuple[float, float, str]] = []
+    previous = None
+    for i, (start, _end, _w_in, _w_out) in enumerate(buckets):
+        parts = _parts(buckets[i])
+        following = buckets[i + 1] if i + 1 < len(buckets) else None
+        coming = max(_parts(following).items(), key=lambda p: p[1])[0] if following else None
+        order = sorted(parts, key=lambda s: 0 if s == previous else 2 if s == coming else 1)
+        t = start
+        for state in order:
+            if parts[state] <= 1e-9:
+                continue
+            a, t = t, t + parts[state]
+            previous = state
+            if state == "working":
+                continue
+            if spans and spans[-1][2] == state and abs(spans[-1][1] - a) < 1e-6:
+                spans[-1] = (spans[-1][0], t, state)
+            else:
+                spans.append((a, t, state))
     return spans
+
+
+def _parts(bucket: list[float]) -> dict[str, float]:
+    start, end, w_in, w_out = bucket
+    return {"input": w_in, "output": w_out, "working": end - start - w_in - w_out}
 
 
 def bottleneck(stages: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -77,15 +236,17 @@ def bottleneck(stages: list[dict[str, Any]]) -> dict[str, Any] | None:
 
     In an assembly line every stage lasts about as long as the line; the slowest one is the
     stage that waited least, so busy time = seconds − waited on input − waited on output.
+    Only stages that ran in this run count (not reused, skipped or pending ones), and only
+    with some busy time: "slowest: x (busy 0.00 s of 0.00 s)" names nothing.
 
     Returns:
-        {"name", "busy", "seconds"} or None when no stage has finished work to compare.
+        {"name", "busy", "seconds"} or None when no stage ran long enough to compare.
     """
     best = None
     for s in stages:
-        if s["status"] == "cached" or s["seconds"] is None:
+        if s["status"] not in RAN or s["seconds"] is None:
             continue
         busy = s["seconds"] - (s["waited_input"] or 0) - (s["waited_output"] or 0)
-        if best is None or busy > best["busy"]:
+        if busy > 0 and (best is None or busy > best["busy"]):
             best = {"name": s["name"], "busy": round(busy, 2), "seconds": round(s["seconds"], 2)}
     return best

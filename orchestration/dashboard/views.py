@@ -10,12 +10,13 @@ from starlette.exceptions import HTTPException
 from seqline.orchestration.dashboard import files, queries
 from seqline.orchestration.dashboard.compare import flat
 from seqline.orchestration.dashboard.context import Dashboard
-from seqline.orchestration.dashboard.timeline import bottleneck, timeline
+from seqline.orchestration.dashboard.timeline import RAN, bottleneck, timeline
 
 __all__ = ["compare_view", "run_view", "stage_view"]
 
-# Where a bad record was: ingest's errors say "… in data/in.csv, line 3, seq 1 …".
-_PLACE = re.compile(r"\bin (?P<file>\S+?), line (?P<line>\d+)")
+# Where it happened: ingest's errors say "… in data/in.csv, line 3, seq 1 …", a user
+# function's "… (at features.py, line 7)".
+_PLACE = re.compile(r"\b(?:in|at) (?P<file>\S+?), line (?P<line>\d+)")
 
 
 def run_view(dash: Dashboard, run_id: str, version: int | None = None) -> dict[str, Any]:
@@ -32,14 +33,15 @@ def run_view(dash: Dashboard, run_id: str, version: int | None = None) -> dict[s
     """
     run = dash.run_at(run_id, version)
     samples = dash.samples_at(run, version)
+    failure = _failure(run)
     for stage in run["stages"]:
-        columns = samples.get(stage["name"]) or {}
-        stage["live"] = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
-    error = run["error"]
-    place = _PLACE.search(error["message"] or "") if error else None
+        _add_figures(stage, samples.get(stage["name"]) or {}, failure)
+    place = _PLACE.search(failure["line"]) if failure else None
     return {
         "run": run,
         "samples": samples,
+        "failure": failure,
+        "ran": _ran(run),
         "timeline": timeline(run, samples),
         "bottleneck": bottleneck(run["stages"]),
         "verify": files.verify_of(dash.root, run_id),
@@ -64,7 +66,8 @@ def stage_view(dash: Dashboard, run_id: str, name: str, *, shards: int = 0, dead
         raise HTTPException(404, "no such stage in this run")
     found = dash.series([stage]) if version is None else dash.samples_at(run, version)
     columns = found.get(name) or {}
-    stage["live"] = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
+    failure = _failure(run)
+    _add_figures(stage, columns, failure)
     manifest = files.manifest_of(dash.root, run_id, name)
     dead_total = stage["dead_lettered"] or ((manifest or {}).get("dead_letters") or {}).get(
         "count", 0)
@@ -75,6 +78,7 @@ def stage_view(dash: Dashboard, run_id: str, name: str, *, shards: int = 0, dead
         "run": run,
         "stage": stage,
         "samples": {name: columns},
+        "failure": failure if failure and failure["stage"] == name else None,
         "committed": manifest is not None,
         "shards": files.shards_page(manifest, shards),
         "dead_letters": letters,
@@ -83,6 +87,69 @@ def stage_view(dash: Dashboard, run_id: str, name: str, *, shards: int = 0, dead
         "history": dash.read(queries.history, run["pipeline"], name),
         "ended": run["status"] in queries.ENDED,
     }
+
+
+def _failure(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's failure: its one line (as the terminal printed it), the failing stage, the
+    seq, and the traceback (None when the store has none: before revision 5, or none kept).
+
+    Example: error_message "stage 'features' failed on seq 256: ValueError: no humidity"
+    -> {"line": that, "stage": "features", "seq": 256, "traceback": "Traceback …"}.
+    """
+    error = run.get("error")
+    if not error or not (error.get("message") or error.get("stage")):
+        return None
+    lines = (error.get("message") or "").strip().splitlines()
+    # A store older than revision 5 kept the traceback under the line, in the message.
+    folded = error.get("traceback") or "\n".join(lines[1:]).strip() or None
+    return {"line": lines[0] if lines else "failed", "stage": error.get("stage"),
+            "seq": error.get("seq"), "traceback": folded}
+
+
+def _add_figures(stage: dict[str, Any], columns: dict[str, list[Any]],
+                 failure: dict[str, Any] | None) -> None:
+    """What a stage's rows show beside its counts, added to its dict (run_view's copy):
+
+    `live`: its newest sample; `rows_per_s`: a running stage's sampled rate, a finished
+    one's records in over its seconds (as the terminal's table), None for a stage that did
+    not run now; `peak_in_flight`, `peak_held`: the most blocks in flight and held by its
+    reorder buffer (the chart's peaks, and the row's maximum);
+    `why`: the store's reason (a reused stage without one: the run it came from);
+    `error_shown`: its own error, None when it is a copy of the run's failure line (shown
+    once, at the top).
+    """
+    stage["live"] = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
+    rate = None
+    if stage["status"] == "running":
+        rate = stage["live"].get("rows_per_s")
+    elif stage["status"] in RAN and stage["seconds"] and stage["records_in"] is not None:
+        rate = stage["records_in"] / stage["seconds"]
+    stage["rows_per_s"] = rate
+    stage["peak_in_flight"] = _peak(columns, "in_flight", stage.get("max_in_flight"))
+    stage["peak_held"] = _peak(columns, "reorder_held")
+    stage["why"] = stage.get("reason") or (
+        f"reused from run {stage['cached_from']}" if stage.get("cached_from") else None)
+    error = (stage.get("error") or "").strip()
+    first = error.splitlines()[0] if error else ""
+    copied = failure is not None and (first.startswith(failure["line"])
+                                      or failure["line"].startswith(first))
+    stage["error_shown"] = error if error and not copied else None
+
+
+def _peak(columns: dict[str, list[Any]], name: str, recorded: int | None = None) -> int | None:
+    """The largest of a sampled column and a recorded maximum; None when all are 0 or none."""
+    return max([recorded or 0, *(v for v in columns.get(name) or [] if v is not None)]) or None
+
+
+def _ran(run: dict[str, Any]) -> dict[str, Any]:
+    """The run line's counts: how many stages ran now, were reused (from which runs), or did
+    not run, e.g. "ran 2 of 6 stages on local; 4 reused from run first"."""
+    stages = run["stages"]
+    reused = [s for s in stages if s["status"] == "cached"]
+    return {"ran": sum(s["status"] in RAN for s in stages), "of": len(stages),
+            "reused": len(reused),
+            "reused_from": sorted({s["cached_from"] for s in reused if s.get("cached_from")}),
+            "not_run": sum(s["status"] == "skipped" for s in stages)}
 
 
 def _training(stage: dict[str, Any], manifest: dict[str, Any] | None, epoch: int,

@@ -1,0 +1,126 @@
+"""The run page's figures from stage rows and samples: the timeline's five states, waits that
+add up to the table's, the slowest stage, rows/s to 3 digits, peaks kept when thinned."""
+
+from __future__ import annotations
+
+import pytest
+
+from seqline.orchestration.dashboard import series
+from seqline.orchestration.dashboard.pages import _significant
+from seqline.orchestration.dashboard.timeline import bottleneck, timeline, wait_spans
+
+T0 = 1_000.0
+
+
+def _stage(name: str, status: str = "succeeded", t0: float | None = T0,
+           t1: float | None = T0 + 10, seconds: float | None = 10.0,
+           waited: tuple[float | None, float | None] = (0.0, 0.0), **extra) -> dict:
+    return {"name": name, "status": status, "t0": t0, "t1": t1, "seconds": seconds,
+            "waited_input": waited[0], "waited_output": waited[1], "cached_from": None,
+            "reason": None, **extra}
+
+
+def _columns(times: list[float], w_in: list[float], w_out: list[float] | None = None) -> dict:
+    return {"t": times, "waited_input": w_in, "waited_output": w_out or [0.0] * len(times)}
+
+
+def _total(spans: list[tuple[float, float, str]], side: str) -> float:
+    return sum(b - a for a, b, s in spans if s == side)
+
+
+def test_wait_spans_move_a_wait_counted_when_it_ended_back_to_when_it_began():
+    # Evaluation in the demo: its counter stays 0 while it waits for the model, then the
+    # stage row says 9.22 s of its 9.48 s were waiting on input.
+    samples = _columns([T0 + i for i in range(1, 10)], [0.0] * 9)
+    spans = wait_spans(T0, T0 + 9.48, samples, {"waited_input": 9.22, "waited_output": 0.0})
+    assert _total(spans, "input") == pytest.approx(9.22)
+    assert len(spans) == 1 and spans[0][1] == pytest.approx(T0 + 9.48)  # one stretch
+
+
+@pytest.mark.parametrize(("w_in", "w_out", "totals", "expected"), [
+    ([0.5, 1.5, 2.5], [0.0, 0.0, 0.0], (3.0, 0.0), [(T0 + 0.5, T0 + 3.5, "input")]),
+    ([0.0, 0.0, 0.0], [0.0, 0.8, 1.8], (0.0, 2.8), [(T0 + 1.2, T0 + 4.0, "output")]),
+    ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0], (0.0, 0.0), []),
+])
+def test_wait_spans_follow_the_counters_interval_by_interval(w_in, w_out, totals, expected):
+    samples = _columns([T0 + 1, T0 + 2, T0 + 3], w_in, w_out)
+    spans = wait_spans(T0, T0 + 4, samples, {"waited_input": totals[0],
+                                             "waited_output": totals[1]})
+    assert [(round(a, 6), round(b, 6), s) for a, b, s in spans] == \
+        [(round(a, 6), round(b, 6), s) for a, b, s in expected]
+
+
+def test_wait_spans_of_a_running_stage_stop_at_its_last_sample():
+    samples = _columns([T0 + 1, T0 + 2], [0.0, 1.0])
+    spans = wait_spans(T0, T0 + 5, samples, {"waited_input": None, "waited_output": None})
+    assert spans == [(T0 + 1, T0 + 2, "input")]
+
+
+def test_wait_spans_of_an_hour_are_a_few_hundred_spans_with_the_same_total():
+    times = [T0 + i for i in range(1, 3601)]
+    w_in = [i / 2 for i in range(1, 3601)]  # half of every second waiting: a comb
+    spans = wait_spans(T0, T0 + 3601, _columns(times, w_in),
+                       {"waited_input": 1800.5, "waited_output": 0.0}, min_seconds=8.5)
+    assert len(spans) <= 3600 / 8.5 + 1
+    assert _total(spans, "input") == pytest.approx(1800.5)
+
+
+def _run(stages: list[dict], status: str = "succeeded") -> dict:
+    return {"t0": T0, "t1": T0 + 10, "status": status, "stages": stages}
+
+
+def test_timeline_draws_five_states_and_notes_for_stages_that_did_not_run():
+    stages = [
+        _stage("read", "cached", t0=T0, t1=T0 + 0.001, seconds=0.001,
+               cached_from="first", reason="reused from run first (took 3.21 s)"),
+        _stage("work", "failed", waited=(0.0, 2.0)),
+        _stage("batches", "skipped", reason="not run: upstream `work` failed"),
+        _stage("model", "pending", t0=None, t1=None, seconds=None),
+    ]
+    drawn = timeline(_run(stages, "failed"), {})
+    rows = {r["name"]: r for r in drawn["rows"]}
+    assert rows["read"]["bar"]["state"] == "reused"
+    assert rows["read"]["note"]["text"] == "reused from run first (took 3.21 s)"
+    assert rows["work"]["bar"]["state"] == "working"
+    assert [w["state"] for w in rows["work"]["waits"]] == ["output"]
+    assert sum(w["seconds"] for w in rows["work"]["waits"]) == pytest.approx(2.0)
+    assert rows["batches"]["bar"]["state"] == "notrun"
+    assert rows["batches"]["note"]["text"] == "not run: upstream `work` failed"
+    assert rows["model"]["bar"] is None and rows["model"]["note"]["text"] == "not run"
+    assert set(drawn["states"]) == {"working", "input", "output", "reused", "notrun"}
+
+
+def test_a_cached_stage_without_a_reason_names_the_run_it_came_from():
+    stages = [_stage("read", "cached", cached_from="first")]
+    assert timeline(_run(stages), {})["rows"][0]["note"]["text"] == "reused from run first"
+
+
+def test_the_slowest_stage_is_one_that_ran():
+    stages = [_stage("read", "cached", seconds=12.0),
+              _stage("work", "succeeded", seconds=5.0, waited=(1.0, 0.0)),
+              _stage("later", "skipped", seconds=9.0),
+              _stage("model", "pending", seconds=None)]
+    assert bottleneck(stages) == {"name": "work", "busy": 4.0, "seconds": 5.0}
+
+
+def test_no_slowest_stage_when_nothing_ran_or_nothing_took_time():
+    assert bottleneck([_stage("read", "cached"), _stage("b", "skipped")]) is None
+    assert bottleneck([_stage("features", "failed", seconds=0.0),
+                       _stage("b", "skipped", seconds=0.0)]) is None
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (2697.4, "2,700"), (93.96, "94.0"), (99.96, "100"), (115.2, "115"), (0.01234, "0.0123"),
+    (0, "0"), (None, ""),
+])
+def test_rates_show_three_significant_digits(value, shown):
+    assert _significant(value) == shown
+
+
+def test_thinned_samples_keep_the_peaks(monkeypatch):
+    monkeypatch.setattr(series, "MAX_POINTS", 10)
+    rows = [(float(t), t, 1.0, 0.0, 0.0, 6 if t == 13 else 1, 4 if t == 2 else 0)
+            for t in range(40)]
+    shown = series._thinned(rows)
+    assert len(shown["t"]) == 10 and shown["t"][-1] == 39.0
+    assert max(shown["in_flight"]) == 6 and max(shown["reorder_held"]) == 4
