@@ -57,6 +57,61 @@ def test_run_page_shows_the_line_charts_and_evaluation(server, page):
     assert page.problems == []
 
 
+def _seconds(text: str) -> float:
+    return float(text.removesuffix(" s"))
+
+
+def test_the_timeline_draws_the_waits_the_table_shows(server, page):
+    page.goto(server.url + "/runs/demo-a")
+    row = page.locator("tr.stage-row[data-stage=evaluation]")
+    waited, seconds = (_seconds(row.locator(f"td.{c}").inner_text())
+                       for c in ("waited-in", "seconds"))
+    assert waited > seconds / 2  # evaluation waits for the model most of the run
+    drawn = page.eval_on_selector_all(
+        "g.tl-row[data-stage=evaluation] rect",
+        "rects => rects.map(r => [r.dataset.state, r.getBBox().width])")
+    bar = sum(w for state, w in drawn if state == "working")
+    waits = sum(w for state, w in drawn if state == "input")
+    # The share of its bar drawn waiting is the table's, within one sampling interval (1 s).
+    assert waits / bar == pytest.approx(waited / seconds, abs=1.0 / seconds)
+    assert page.problems == []
+
+
+def test_the_blocks_chart_peaks_where_the_table_does(server, page):
+    page.goto(server.url + "/runs/demo-a")
+    page.wait_for_selector("#chart-occupancy canvas")
+    peaks = page.evaluate("""() => { const u = document.querySelector('#chart-occupancy').uplot;
+        return Object.fromEntries(u.series.slice(1).map((s, i) =>
+            [s.label, Math.max(0, ...u.data[i + 1].filter(v => v !== null))])); }""")
+    checked = 0
+    for name in ("read", "examples", "features"):
+        for cell, label in (("in-flight", "in flight"), ("reorder-held", "held")):
+            shown = page.locator(f"tr.stage-row[data-stage={name}] td.{cell}").inner_text()
+            if shown:  # "6 max"
+                assert peaks[f"{name} {label}"] == int(shown.removesuffix(" max"))
+                checked += 1
+    assert checked >= 2  # examples and features keep blocks in flight
+    assert page.problems == []
+
+
+def _tick_labels(page, chart: str, axis: int) -> list[str]:
+    """The labels uPlot drew on an axis (its `_values`: the canvas holds no text to read)."""
+    page.wait_for_selector(f"{chart} canvas")
+    return page.evaluate(f"document.querySelector('{chart}').uplot.axes[{axis}]._values")
+
+
+def test_chart_axes_read_as_seconds_and_whole_numbers(server, page):
+    page.goto(server.url + "/runs/demo-a/stages/batches")
+    waits = _tick_labels(page, "#chart-stage-waits", 1)
+    assert len(set(waits)) > 1, waits  # not every tick "0"
+    assert all(re.fullmatch(r"[0-9.]+ (s|ms|µs)", v) for v in waits), waits
+    page.goto(server.url + "/runs/demo-a/stages/model")
+    for chart in ("#chart-epochs", "#chart-history"):  # epochs, runs: whole numbers
+        ticks = _tick_labels(page, chart, 0)
+        assert ticks and all(v.isdigit() for v in ticks), (chart, ticks)
+    assert page.problems == []
+
+
 def test_train_stage_page_shows_epochs_and_the_audit(server, page):
     page.goto(server.url + "/runs/demo-a/stages/model")
     expect(page.locator("table.epochs tbody tr")).to_have_count(15)

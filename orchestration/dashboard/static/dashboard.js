@@ -5,7 +5,55 @@
   const COLORS = ["#1c7ed6", "#e8590c", "#2f9e44", "#ae3ec9", "#f08c00", "#0c8599", "#c2255c", "#5c940d"];
   const charts = {};
 
+  // Whole numbers only (epochs, runs, blocks): uPlot's default steps would label 0.05s.
+  const WHOLE = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 100000, 1000000];
+
   function width(el) { return Math.max(320, Math.min(el.clientWidth || 900, 1100)); }
+
+  // 2.5 -> "2.5 s", 0.004 -> "4 ms", 6.6e-7 -> "0.66 µs": readable at any size (uPlot's
+  // default labels round small waits to "0").
+  function fmtSeconds(v) {
+    if (v === 0) { return "0 s"; }
+    const a = Math.abs(v);
+    if (a >= 1) { return +v.toPrecision(4) + " s"; }
+    if (a >= 1e-3) { return +(v * 1e3).toPrecision(3) + " ms"; }
+    return +(v * 1e6).toPrecision(3) + " µs";
+  }
+  function secondsAxis() { return { values: function (u, splits) { return splits.map(fmtSeconds); }, size: 60 }; }
+  function wholeAxis() { return { incrs: WHOLE, values: function (u, splits) { return splits.map(function (v) { return String(Math.round(v)); }); } }; }
+  // From 0 to a little above the top, so a peak is not drawn on the frame.
+  function fromZero(least) {
+    return { range: function (u, min, max) { return [0, Math.max(least, max * 1.15)]; } };
+  }
+  function wholeFromZero() {
+    return { range: function (u, min, max) { return [0, Math.max(1, Math.ceil(max * 1.15))]; } };
+  }
+
+  // Each sample holds what happened since the one before (a peak, a rate, waits so far),
+  // so a step ends at the sample; a stage's steps begin at its start (data-starts, read
+  // from the page's live part), so a stage shorter than one sampling interval still shows.
+  function startsOf() {
+    const live = document.getElementById("live");
+    try { return JSON.parse((live && live.dataset.starts) || "{}"); } catch (e) { return {}; }
+  }
+  // The x axis covers the run's (or stage's) whole span, not only its sampled part.
+  function spanScale() {
+    const live = document.getElementById("live"), span = Number(live && live.dataset.span);
+    return { time: false, range: function (u, min, max) { return [0, Math.max(span || 0, max || 0, 0.1)]; } };
+  }
+  const RUNNING = new Set(["records_done", "waited_input", "waited_output"]);  // 0 at the start
+  function fromStart(stages, starts) {
+    const out = {};
+    Object.keys(stages).forEach(function (name) {
+      const s = stages[name], t = s.t || [], start = starts[name];
+      if (!t.length || typeof start !== "number" || start >= t[0]) { out[name] = s; return; }
+      const copy = {};
+      Object.keys(s).forEach(function (k) { copy[k] = [RUNNING.has(k) ? 0 : s[k][0]].concat(s[k]); });
+      copy.t[0] = start;
+      out[name] = copy;
+    });
+    return out;
+  }
 
   // Stages are sampled at slightly different instants: align them on 0.1 s, relative to t0.
   function align(stages, field, t0) {
@@ -14,16 +62,48 @@
     const maps = names.map(function (name) {
       const m = new Map();
       const s = stages[name];
-      (s.t || []).forEach(function (t, i) { const x = Math.round((t - t0) * 10) / 10; xs.add(x); m.set(x, s[field][i]); });
+      (s.t || []).forEach(function (t, i) {
+        const x = Math.round((t - t0) * 10) / 10, v = s[field][i];
+        xs.add(x);  // two samples within 0.1 s: the larger (peaks and totals only grow)
+        if (!m.has(x) || (v !== null && (m.get(x) === null || v > m.get(x)))) { m.set(x, v); }
+      });
       return m;
     });
     const x = Array.from(xs).sort(function (a, b) { return a - b; });
     return { names: names, data: [x].concat(maps.map(function (m) { return x.map(function (v) { return m.has(v) ? m.get(v) : null; }); })) };
   }
 
-  function series(names, suffix) {
+  // Rows/s per interval from the records done (a running count), so that the drawn rates
+  // add up to the table's records over seconds. A sample within MERGE_S of the one before
+  // is merged into it: a final sample 10 ms after the last one would be a 10 ms spike.
+  const MERGE_S = 0.2;
+  function withRates(stages) {
+    const out = {};
+    Object.keys(stages).forEach(function (name) {
+      const s = stages[name], t = [], done = [], sampled = [];
+      (s.t || []).forEach(function (x, i) {
+        const last = t.length - 1;
+        if (last > 0 && x - t[last] < MERGE_S) { t.pop(); done.pop(); sampled.pop(); }
+        t.push(x); done.push(s.records_done[i] || 0); sampled.push(s.rows_per_s[i]);
+      });
+      const rate = t.map(function (x, i) {
+        return i === 0 ? null : Math.max(0, done[i] - done[i - 1]) / Math.max(x - t[i - 1], 1e-3);
+      });
+      if (rate.length) { rate[0] = rate.length > 1 ? rate[1] : sampled[0]; }
+      out[name] = { t: t, rate: rate };
+    });
+    return out;
+  }
+
+  function steps() { return uPlot.paths.stepped({ align: -1 }); }
+
+  function series(names, suffix, data, stepped) {
     return [{ label: "s" }].concat(names.map(function (n, i) {
-      return { label: n + (suffix || ""), stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true };
+      const shown = data ? data[i + 1].filter(function (v) { return v !== null; }).length : 99;
+      const s = { label: n + (suffix || ""), stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true,
+        points: { show: shown <= 2, size: 7 } };
+      if (stepped) { s.paths = steps(); }
+      return s;
     }));
   }
 
@@ -34,25 +114,66 @@
     el.textContent = "";
     opts.width = width(el); opts.height = 220; opts.title = el.dataset.title;
     opts.scales = Object.assign({ x: { time: false } }, opts.scales || {});
-    charts[el.id] = new uPlot(opts, data, el);
+    charts[el.id] = el.uplot = new uPlot(opts, data, el);  // el.uplot: tests read its data
     el.dataset.drawn = "true";
   }
 
+  // The stage page's waits end where its table's do: the row's totals at the stage's end.
+  function withTotals(stages) {
+    const live = document.getElementById("live");
+    let ends = {};
+    try { ends = JSON.parse((live && live.dataset.ends) || "{}"); } catch (e) { ends = {}; }
+    Object.keys(ends).forEach(function (name) {
+      const s = stages[name], end = ends[name];
+      if (!s || !s.t || !s.t.length || typeof end.t !== "number") { return; }
+      const last = s.t.length - 1;
+      if (end.t > s.t[last]) {
+        Object.keys(s).forEach(function (k) { s[k] = s[k].concat([s[k][last]]); });
+        s.t[last + 1] = end.t;
+      }
+      ["waited_input", "waited_output"].forEach(function (k) {
+        if (typeof end[k] === "number") { s[k][s[k].length - 1] = Math.max(end[k], s[k][s[k].length - 1] || 0); }
+      });
+    });
+    return stages;
+  }
+
   function samplesChart(el, body) {
-    const stages = body.stages || { [body.stage]: body.samples };
+    const stages = fromStart(body.stages || { [body.stage]: body.samples }, startsOf());
     const first = Object.values(stages).map(function (s) { return (s.t || [])[0]; }).filter(function (t) { return t !== undefined; });
     const t0 = body.t0 || Math.min.apply(null, first.length ? first : [0]);
     const kind = el.dataset.kind;
+    const x = { label: kind.indexOf("stage-") === 0 ? "seconds since the stage started" : "seconds since the run started" };
     if (kind === "rate" || kind === "stage-rate") {
-      const a = align(stages, "rows_per_s", t0);
-      draw(el, { series: series(a.names, " rows/s") }, a.data);
+      const a = align(withRates(stages), "rate", t0);
+      draw(el, { series: series(a.names, " rows/s", a.data, true), scales: { x: spanScale(), y: fromZero(1) },
+        axes: [x, { label: "rows/s", size: 60 }] }, a.data);
     } else if (kind === "occupancy") {
       const f = align(stages, "in_flight", t0), h = align(stages, "reorder_held", t0);
-      const names = f.names.map(function (n) { return n + " in flight"; }).concat(h.names.map(function (n) { return n + " held"; }));
-      draw(el, { series: series(names) }, [f.data[0]].concat(f.data.slice(1), h.data.slice(1)));
+      let names = f.names.map(function (n) { return n + " in flight"; }).concat(h.names.map(function (n) { return n + " held"; }));
+      let columns = f.data.slice(1).concat(h.data.slice(1));
+      // A stage keeps its colour: in flight solid, held dashed.
+      let looks = f.names.map(function (_, i) { return { stroke: COLORS[i % COLORS.length] }; })
+        .concat(h.names.map(function (_, i) { return { stroke: COLORS[i % COLORS.length], dash: [5, 4] }; }));
+      // Stages that never hold a block (training, evaluation) would only add flat lines.
+      const some = columns.map(function (c) { return c.some(function (v) { return v > 0; }); });
+      if (some.some(Boolean)) {
+        names = names.filter(function (_, i) { return some[i]; });
+        columns = columns.filter(function (_, i) { return some[i]; });
+        looks = looks.filter(function (_, i) { return some[i]; });
+      }
+      const data = [f.data[0]].concat(columns);
+      const shown = series(names, "", data, true);
+      looks.forEach(function (look, i) { Object.assign(shown[i + 1], look); });
+      draw(el, { series: shown, scales: { x: spanScale(), y: wholeFromZero() },
+        axes: [x, Object.assign(wholeAxis(), { label: "blocks (peak)" })] }, data);
     } else if (kind === "stage-waits") {
-      const i = align(stages, "waited_input", t0), o = align(stages, "waited_output", t0);
-      draw(el, { series: series(["waited on input", "waited on output"]) }, [i.data[0], i.data[1] || [], o.data[1] || []]);
+      const totals = withTotals(JSON.parse(JSON.stringify(stages)));
+      const i = align(totals, "waited_input", t0), o = align(totals, "waited_output", t0);
+      const data = [i.data[0], i.data[1] || [], o.data[1] || []];
+      draw(el, { series: series(["waited on input", "waited on output"], "", data, true),
+        scales: { x: spanScale(), y: fromZero(0.01) },
+        axes: [x, Object.assign(secondsAxis(), { label: "seconds waited" })] }, data);
     }
   }
 
@@ -61,13 +182,17 @@
     const data = [epochs.map(function (e) { return e.epoch; })].concat(names.map(function (n) {
       return epochs.map(function (e) { return typeof e.metrics[n] === "number" ? e.metrics[n] : null; });
     }));
-    draw(el, { series: [{ label: "epoch" }].concat(series(names).slice(1)) }, data);
+    draw(el, { series: [{ label: "epoch" }].concat(series(names).slice(1)),
+      axes: [Object.assign(wholeAxis(), { label: "epoch" }), {}] }, data);
   }
 
   function historyChart(el, rows) {
     const shown = rows.slice().reverse().filter(function (r) { return r.seconds !== null; });
-    draw(el, { series: [{ label: "run" }, { label: "seconds", stroke: COLORS[0], width: 1.5, points: { show: true } }] },
-      [shown.map(function (_, i) { return i; }), shown.map(function (r) { return r.seconds; })]);
+    draw(el, { series: [{ label: "run", value: function (u, v) { return v === null || !shown[v - 1] ? "" : shown[v - 1].run_id; } },
+      { label: "seconds", stroke: COLORS[0], width: 1.5, points: { show: true }, value: function (u, v) { return v === null ? "" : fmtSeconds(v); } }],
+      scales: { y: fromZero(0.01) },
+      axes: [Object.assign(wholeAxis(), { label: "runs, oldest first" }), Object.assign(secondsAxis(), { label: "seconds" })] },
+      [shown.map(function (_, i) { return i + 1; }), shown.map(function (r) { return r.seconds; })]);
   }
 
   function compareChart(el) {
@@ -78,8 +203,8 @@
           const s = b.samples, t0 = (s.t || [0])[0];
           stages[i ? "B" : "A"] = Object.assign({}, s, { t: (s.t || []).map(function (t) { return t - t0; }) });
         });
-        const a = align(stages, "rows_per_s", 0);
-        draw(el, { series: series(a.names, " rows/s") }, a.data);
+        const a = align(withRates(stages), "rate", 0);
+        draw(el, { series: series(a.names, " rows/s", a.data, true), scales: { y: fromZero(1) } }, a.data);
       });
   }
 
@@ -87,7 +212,8 @@
     const longest = Math.max(sides.A.length, sides.B.length);
     const xs = Array.from({ length: longest }, function (_, i) { return i; });
     const loss = function (es) { return xs.map(function (i) { return es[i] ? es[i].metrics.loss : null; }); };
-    draw(el, { series: [{ label: "epoch" }].concat(series(["A loss", "B loss"]).slice(1)) }, [xs, loss(sides.A), loss(sides.B)]);
+    draw(el, { series: [{ label: "epoch" }].concat(series(["A loss", "B loss"]).slice(1)),
+      axes: [Object.assign(wholeAxis(), { label: "epoch" }), {}] }, [xs, loss(sides.A), loss(sides.B)]);
   }
 
   function refreshCharts() {
