@@ -1,21 +1,30 @@
-"""Where the CLI prints: rich on a terminal; whole lines and whole tables in a pipe or a log;
-a failure as one line."""
+"""Where the CLI prints: rich on a terminal, tables fitted to it; whole lines and whole tables
+in a pipe or a log; numbers written one way; a failure as one line."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
+from rich.cells import cell_len
 from rich.console import Console
+from rich.segment import Segments
+from rich.table import Table
+from rich.text import Text
 
 from seqline.orchestration.options import output
 from seqline.pipeline.errors import SeqlineError, StageError
 
-__all__ = ["UNBOUNDED_WIDTH", "console", "one_line", "stdout_to_stderr"]
+__all__ = ["UNBOUNDED_WIDTH", "Column", "console", "fitted_table", "format_count",
+           "format_metric", "format_rate", "format_seconds", "format_time", "one_line",
+           "print_table", "stdout_to_stderr"]
 
 # Wide enough that no table cell is cut and no message is wrapped when the output goes to a
 # file, a pipe or a CI log: grep then finds every line whole.
@@ -34,6 +43,136 @@ def console(stderr: bool = False) -> Console:
         return Console(stderr=stderr, quiet=quiet)
     return Console(stderr=stderr, width=UNBOUNDED_WIDTH, soft_wrap=True, no_color=True,
                    quiet=quiet)
+
+
+# -- numbers and times, written one way in every table ------------------------------------------
+
+
+def format_count(value: int | None) -> str:
+    """Records, shards, attempts: with thousands separators. Example: 1461000 -> "1,461,000"."""
+    return "" if value is None else f"{value:,}"
+
+
+def format_seconds(value: float | None) -> str:
+    """A duration in seconds, to 2 places. Example: 0.021125670999992963 -> "0.02"."""
+    return "" if value is None else f"{value:,.2f}"
+
+
+def format_rate(value: float | None) -> str:
+    """A rate (records/s), to 3 significant digits. Examples: 2411.7 -> "2,410";
+    48.27 -> "48.3"; 0.012345 -> "0.0123"."""
+    if value is None:
+        return ""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:,.0f}" if value == 0 else str(value)
+    places = 2 - math.floor(math.log10(abs(value)))  # digits after the point for 3 in all
+    return f"{round(value, places):,.{max(places, 0)}f}"
+
+
+def format_metric(value: float | None) -> str:
+    """A metric's value (mae, loss, accuracy), to 4 significant digits, as `seqline run`
+    prints an evaluation. Example: 2.934712 -> "2.935"; 5.8796999951482576e-05 -> "5.88e-05"."""
+    return "" if value is None else f"{value:.4g}"
+
+
+def format_time(value: str | None) -> str:
+    """A stored ISO time in UTC, shorter for a table: "2026-11-24T13:17:00+00:00" ->
+    "2026-11-24 13:17:00" (the column's header says UTC). Anything else is left as it is."""
+    if not value:
+        return ""
+    return value[:19].replace("T", " ") if value.endswith("+00:00") else value
+
+
+# -- tables that fit the terminal ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table's column: its header, its alignment, and how much it matters.
+
+    `priority` 0 is always shown, whole (ids and statuses: what the next command needs);
+    on a terminal too narrow for every column, the others are shown in priority order (1
+    first) while they fit, as `kubectl get` and `docker ps` do; `--wide` shows them all.
+    """
+
+    header: str
+    priority: int = 0
+    justify: Literal["left", "right"] = "left"
+
+
+Cell = str | Text | None
+
+
+def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]],
+                 width: int | None = None, *, title: str | None = None
+                 ) -> tuple[Table, list[str]]:
+    """A table of the columns that fit in `width` (None: all), no cell cut or wrapped.
+
+    Cells are plain text (never markup, never highlighted: digits inside a run id keep the
+    colour of the id); pass a `rich.text.Text` for a coloured one.
+
+    Args:
+        columns: the columns, in the order they are shown.
+        rows: one cell per column in each row.
+        width: the terminal's width, or None for a pipe, a file, `--wide`.
+        title: printed above the table.
+
+    Returns:
+        The table, and the headers of the columns left out.
+
+    Example: runs at 80 columns -> run, status, pipeline, started (UTC); hidden: seconds,
+    runner, trigger, finished.
+    """
+    texts = [[c if isinstance(c, Text) else Text(_printable(c)) for c in row] for row in rows]
+    # A column's width as rich draws it: its widest cell, one space of padding each side and
+    # one rule; the table adds one more rule at its right edge.
+    needs = [max([cell_len(col.header), *(cell_len(r[i].plain) for r in texts)]) + 3
+             for i, col in enumerate(columns)]
+    shown = {i for i, col in enumerate(columns) if col.priority == 0}
+    if width is None:
+        shown = set(range(len(columns)))
+    else:
+        used = 1 + sum(needs[i] for i in shown)
+        for i in sorted(set(range(len(columns))) - shown, key=lambda i: columns[i].priority):
+            if used + needs[i] <= width:
+                shown.add(i)
+                used += needs[i]
+    table = Table(title=title, title_justify="left", highlight=False)
+    for i, col in enumerate(columns):
+        if i in shown:
+            table.add_column(col.header, justify=col.justify, no_wrap=True,
+                             min_width=needs[i] - 3)
+    for row in texts:
+        table.add_row(*(cell for i, cell in enumerate(row) if i in shown))
+    return table, [col.header for i, col in enumerate(columns) if i not in shown]
+
+
+def _printable(value: object) -> str:
+    """A cell's text on one line: control characters (a newline in a stored id) escaped."""
+    text = "" if value is None else str(value)
+    return repr(text)[1:-1] if any(not ch.isprintable() for ch in text) else text
+
+
+def print_table(out: Console, columns: Sequence[Column], rows: Sequence[Sequence[Cell]], *,
+                wide: bool = False, title: str | None = None) -> None:
+    """Print a table fitted to `out`: on a terminal (and not `wide`), the columns that fit,
+    then a line naming those left out ("--wide adds: runner, trigger"); in a pipe or a file,
+    all of them (see `console`).
+
+    The columns kept are never cut: if even the ones that are always shown are wider than
+    the terminal, the lines are printed whole and the terminal wraps them.
+    """
+    fit = out.width if out.is_terminal and not wide else None
+    table, hidden = fitted_table(columns, rows, fit, title=title)
+    needed = table.__rich_measure__(out, out.options.update(width=UNBOUNDED_WIDTH)).maximum
+    if needed <= out.width:
+        out.print(table)
+    else:  # rendered at its own width (print would squeeze it into the terminal's)
+        lines = out.render_lines(table, out.options.update(width=needed), new_lines=True)
+        out.print(Segments(segment for line in lines for segment in line), crop=False)
+    if hidden:
+        out.print(f"--wide adds: {', '.join(hidden)}", style="dim", highlight=False,
+                  markup=False)
 
 
 @contextmanager
