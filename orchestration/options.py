@@ -1,5 +1,5 @@
-"""What the `seqline` commands share, defined once: options, opening the run store, failing
-with one line, and tables that never wrap."""
+"""What the `seqline` commands share, defined once: options, opening the run store (readers
+never create one), failing with one line, and tables that never wrap."""
 
 from __future__ import annotations
 
@@ -13,14 +13,16 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.table import Table
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
-from seqline.orchestration.store import RunStore
-from seqline.pipeline.errors import SeqlineError
-from seqline.pipeline.storage import open_root
+from seqline.orchestration.store import DB_FILE, RunStore
+from seqline.pipeline.errors import RunNotFound, SeqlineError
+from seqline.pipeline.storage import Folder, open_root
 
-__all__ = ["CONFIG_EXIT", "AsJson", "Output", "Root", "RunnerName", "Store", "fail", "opened",
-           "output", "print_json", "say", "unwrapped_table"]
+__all__ = ["CONFIG_EXIT", "AsJson", "Output", "Root", "RunnerName", "Store", "Wide", "fail",
+           "missing_store", "no_run", "opened", "output", "print_json", "say", "shown_url",
+           "unwrapped_table"]
 
 CONFIG_EXIT = 2  # as `seqline run`: a bad input, fixable by the user
 
@@ -52,6 +54,9 @@ RootUrl = Annotated[str, typer.Option(
     "--root", help="Artifact root: a folder or an fsspec URL (s3://bucket/prefix, gs://...); "
                    "the store is ROOT/seqline.db (for a URL, ~/.seqline/stores/<name>.db) "
                    "unless --store says otherwise.")]
+Wide = Annotated[bool, typer.Option(
+    "--wide", help="On a terminal, show every column of the table, even those that do not "
+                   "fit its width (a pipe or a file always gets them all).")]
 AsJson = Annotated[bool, typer.Option(
     "--json", help="Print the answer as one JSON document on stdout (a contract scripts can "
                    "rely on), not a table; printed even with -q.")]
@@ -84,16 +89,73 @@ def reraise_if_debug() -> None:
         raise current
 
 
+def no_run(run_id: str, root: str, store: str | None = None) -> NoReturn:
+    """Exit 2 with the one message for a run that is not there (`runs show`, `verify`, …).
+
+    Example: error: no run 'nosuch' under --root .seqline; list the runs there with
+    `seqline runs list --root .seqline`, or pass the --root (or --store) the run used
+    """
+    where = f"in the run store {shown_url(store)}" if store else f"under --root {root}"
+    fail(str(RunNotFound(run_id, where, root)))
+
+
+def shown_url(url: str) -> str:
+    """A store URL fit for a terminal or a log: its password, if any, as ***."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def missing_store(root: Folder, url: str | None) -> Path | None:
+    """The SQLite file a run store at `root` (or `url`) would be, if there is none yet.
+
+    Args:
+        root: the artifact root, opened.
+        url: `--store`, or None for the store `seqline run` uses for this root.
+
+    Returns:
+        The missing file; None when the store exists, or is a server (PostgreSQL) or an
+        in-memory database, which only the server can answer for.
+    """
+    from seqline.orchestration.api import store_url  # the run path's rule, one place
+
+    base, found = store_url(root, url)
+    if found is None:
+        file = Path(base) / DB_FILE
+    else:
+        parsed = make_url(found)
+        if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+            return None
+        file = Path(parsed.database)
+    return None if file.exists() else file
+
+
 @contextmanager
-def opened(root: Path | str, url: str | None) -> Iterator[RunStore]:
-    """The store, closed afterwards; a bad URL or a seqline error exits 2 with one line."""
+def opened(root: Path | str, url: str | None, *, create: bool = False) -> Iterator[RunStore]:
+    """The store, closed afterwards; a bad URL or a seqline error exits 2 with one line.
+
+    Args:
+        root: `--root`.
+        url: `--store`, or None.
+        create: make the store if there is none. Only the commands that write runs or
+            schedules do (`run`, `schedule add`, `scheduler`, `store rebuild`); a reader given
+            a root with no store exits 2 and creates nothing (a typo in --root must not leave
+            an empty store behind that answers every later question with nothing).
+    """
     from seqline.orchestration.api import store_url  # the run path's rule, one place
 
     try:
-        store = RunStore.open(*store_url(open_root(root), url))
+        place = open_root(root)
+        absent = None if create else missing_store(place, url)
+        if absent is not None:
+            fail(f"no run store at {absent}; run `seqline run` with this --root first, or "
+                 "pass the --root (or --store) of an existing one")
+        store = RunStore.open(*store_url(place, url))
     except (ArgumentError, OperationalError) as exc:
-        fail(f"cannot open the run store at {url or root}: {str(exc).splitlines()[0]}. "
-             "Check --store (postgresql+psycopg://user@host:port/db) or --root.")
+        fail(f"cannot open the run store at {shown_url(url) if url else root}: "
+             f"{str(exc).splitlines()[0]}; check --store "
+             "(postgresql+psycopg://user@host:port/db) or --root")
     except SeqlineError as exc:  # e.g. a store written by a newer seqline
         fail(str(exc))
     try:

@@ -7,22 +7,34 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
-from seqline.orchestration.console import console
+from seqline.orchestration.console import (
+    Column,
+    console,
+    format_count,
+    format_metric,
+    format_seconds,
+    format_time,
+    print_table,
+)
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
 from seqline.orchestration.options import (
     AsJson,
     RootUrl,
     Store,
+    Wide,
+    fail,
+    no_run,
     opened,
     print_json,
     say,
-    unwrapped_table,
 )
 from seqline.orchestration.store import RunStore
-from seqline.pipeline.errors import SeqlineError
+from seqline.pipeline.errors import ConfigError, RunNotFound, SeqlineError
 from seqline.pipeline.storage import open_root
 
 __all__ = ["run_document", "runs_app", "store_app"]
@@ -42,8 +54,6 @@ class Status(StrEnum):
     cancelled = "cancelled"
 
 
-
-
 @runs_app.callback()
 def runs_main() -> None:
     """What ran, when, with what, and how it went (the run store)."""
@@ -61,6 +71,7 @@ def list_command(
     pipeline: Annotated[str | None, typer.Option(help="Only this pipeline's runs.")] = None,
     status: Annotated[Status | None, typer.Option(help="Only runs in this status.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
+    wide: Wide = False,
     as_json: AsJson = False,
 ) -> None:
     """List runs, newest first (runs whose driver died show as interrupted)."""
@@ -71,7 +82,7 @@ def list_command(
     if as_json:
         print_json(rows)
     else:
-        console().print(_runs_table(rows))
+        print_table(console(), RUN_COLUMNS, [_run_row(r) for r in rows], wide=wide)
 
 
 @runs_app.command("show")
@@ -79,28 +90,42 @@ def show_command(
     run_id: Annotated[str, typer.Argument(help="The run's id (see `seqline runs list`).")],
     root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
+    wide: Wide = False,
     as_json: AsJson = False,
 ) -> None:
     """Show one run: its stages, counts, waits, cache hits, artifacts, evaluation, error."""
     with opened(root, store) as runs:
         runs.reap_interrupted()
-        run = runs.show_run(run_id)
+        try:
+            run = runs.show_run(run_id)
+        except ConfigError as exc:
+            if not isinstance(exc, RunNotFound) and not str(exc).startswith(
+                    f"no run {run_id!r} in the run store"):
+                raise
+            no_run(run_id, root, store)
     if as_json:
         print_json(run)
         return
     out = console()
     out.print(_run_grid(run))
-    out.print(_stages_table(run["stages"]))
+    print_table(out, STAGE_COLUMNS, [_stage_row(s) for s in run["stages"]], wide=wide,
+                title="stages")
     for stage in run["stages"]:
         if stage["evaluation"]:
-            out.print(_evaluation_table(stage["name"], stage["evaluation"]))
+            _print_evaluation(out, stage["name"], stage["evaluation"], wide)
 
 
 @store_app.command("rebuild")
 def rebuild_command(root: RootUrl = str(DEFAULT_ROOT),
                     store: Store = DEFAULT_STORE) -> None:
     """Recreate the store's rows from ROOT/runs/*/run.json and the stage manifests."""
-    with opened(root, store) as runs:
+    try:
+        runs_folder = open_root(root) / "runs"
+    except SeqlineError as exc:
+        fail(str(exc))
+    if not runs_folder.exists():  # a typo in --root: no empty store made there
+        fail(f"no runs under {runs_folder}; pass the --root the runs were written under")
+    with opened(root, store, create=True) as runs:
         added = runs.rebuild(root)
         url = runs.url
     say(f"indexed {added} run(s) from {str(root).rstrip('/')}/runs into {url}")
@@ -119,51 +144,55 @@ def run_document(root: str, store: str | None, run_id: str) -> dict[str, Any] | 
         return None
 
 
-def _runs_table(rows: list[dict[str, Any]]) -> Table:
-    table = unwrapped_table("run", "pipeline", "status", "runner", "trigger", "started",
-                            "finished", "seconds")
-    for r in rows:
-        table.add_row(r["run_id"], r["pipeline"], r["status"], r["runner"], r["trigger"],
-                      r["started"], r["finished"] or "", _text(r["seconds"]))
-    return table
+# What the next command needs (the id, the status) is always shown; the rest by priority.
+RUN_COLUMNS = [Column("run"), Column("status"), Column("pipeline", 1),
+               Column("started (UTC)", 2), Column("seconds", 3, "right"), Column("runner", 4),
+               Column("trigger", 5), Column("finished (UTC)", 6)]
+STAGE_COLUMNS = [Column("stage"), Column("status"), Column("component", 1),
+                 Column("in", 2, "right"), Column("out", 2, "right"),
+                 Column("seconds", 2, "right"), Column("dead", 3, "right"),
+                 Column("filtered", 4, "right"), Column("exploded", 5, "right"),
+                 Column("waited in", 4, "right"), Column("waited out", 4, "right"),
+                 Column("attempts", 5, "right"), Column("cache", 3), Column("artifacts", 7)]
+
+
+def _run_row(r: dict[str, Any]) -> list[str]:
+    return [r["run_id"], r["status"], r["pipeline"], format_time(r["started"]),
+            format_seconds(r["seconds"]), r["runner"], r["trigger"], format_time(r["finished"])]
 
 
 def _run_grid(run: dict[str, Any]) -> Table:
     grid = Table.grid(padding=(0, 2))
     for name in ("run_id", "pipeline", "status", "trigger", "runner", "started", "finished",
                  "host", "pid", "seqline_version"):
-        grid.add_row(name, _text(run[name]))
-    grid.add_row("options", json.dumps(run["options"], sort_keys=True))
+        grid.add_row(name, Text(_text(run[name])))
+    grid.add_row("options", Text(json.dumps(run["options"], sort_keys=True)))
     if run["error"]:
-        grid.add_row("error", " ".join(f"{k}={v}" for k, v in run["error"].items() if v))
+        grid.add_row("error", Text(" ".join(f"{k}={v}" for k, v in run["error"].items() if v)))
     return grid
 
 
-def _stages_table(stages: list[dict[str, Any]]) -> Table:
-    table = unwrapped_table("stage", "component", "status", "attempts", "in", "out",
-                            "filtered", "exploded", "dead", "seconds", "waited in",
-                            "waited out", "cache", "artifacts")
-    for s in stages:
-        cache = f"from {s['cached_from']}" if s["cached_from"] else (s["cache_key"] or "")[:12]
-        outputs = [a["uri"] for a in s["artifacts"] if a["role"] == "output"]
-        table.add_row(s["name"], s["component"], s["status"], str(s["attempts"]),
-                      *(_text(s[k]) for k in ("records_in", "records_out", "filtered",
-                                              "exploded", "dead_lettered", "seconds",
-                                              "waited_input", "waited_output")),
-                      cache, ", ".join(outputs))
-    return table
+def _stage_row(s: dict[str, Any]) -> list[str]:
+    cache = f"from {s['cached_from']}" if s["cached_from"] else (s["cache_key"] or "")[:12]
+    outputs = [a["uri"] for a in s["artifacts"] if a["role"] == "output"]
+    return [s["name"], s["status"], s["component"], format_count(s["records_in"]),
+            format_count(s["records_out"]), format_seconds(s["seconds"]),
+            format_count(s["dead_lettered"]), format_count(s["filtered"]),
+            format_count(s["exploded"]), format_seconds(s["waited_input"]),
+            format_seconds(s["waited_output"]), format_count(s["attempts"]), cache,
+            ", ".join(outputs)]
 
 
-def _evaluation_table(stage: str, evaluation: dict[str, Any]) -> Table:
+def _print_evaluation(out: Console, stage: str, evaluation: dict[str, Any], wide: bool) -> None:
     blessed = {True: "blessed", False: "not blessed", None: "no verdict"}[evaluation["blessed"]]
-    table = unwrapped_table("slice", "metric", "value", title=f"{stage}: {blessed}")
-    for metric, value in evaluation["metrics"].items():
-        table.add_row("(overall)", metric, _text(value))
+    rows = [["(overall)", metric, format_metric(value)]
+            for metric, value in evaluation["metrics"].items()]
     for column, values in evaluation["slices"].items():
         for value, metrics in values.items():
-            for metric, number in metrics.items():
-                table.add_row(f"{column}={value}", metric, _text(number))
-    return table
+            rows += [[f"{column}={value}", metric, format_metric(number)]
+                     for metric, number in metrics.items()]
+    print_table(out, [Column("slice"), Column("metric"), Column("value", 0, "right")], rows,
+                wide=wide, title=f"{stage}: {blessed}")
 
 
 def _text(value: Any) -> str:

@@ -17,7 +17,7 @@ from seqline.pipeline.artifacts import VERDICT, read_manifest, run_dir
 from seqline.pipeline.audit import seq_digest
 from seqline.pipeline.blocks import SEQ, seq_of
 from seqline.pipeline.deadletters import DEAD_LETTERS
-from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.errors import RunNotFound
 from seqline.pipeline.storage import Folder, Location, open_root
 
 __all__ = ["StageCheck", "verdict", "verify_run"]
@@ -51,13 +51,14 @@ def verify_run(root: Folder | str, run_id: str) -> list[StageCheck]:
     filtered).
 
     Raises:
-        ConfigError: there is no such run.
+        RunNotFound: there is no such run.
+        ConfigError: the run id is not a name (`check_run_id`).
     """
+    given = str(root)
     root = open_root(root) if isinstance(root, str) else root
     folder = run_dir(root, run_id)
     if not (folder / "run.json").exists():
-        raise ConfigError(f"no run {run_id!r} under {root.resolve()}. Pass the --root the "
-                          "run used; `ls <root>/runs` lists the runs there.")
+        raise RunNotFound(run_id, f"under --root {given}", given)
     outputs: dict[str, np.ndarray | None] = {}
     checks = []
     previous: str | None = None

@@ -6,8 +6,8 @@ import errno
 import shutil
 from pathlib import Path
 
-__all__ = ["Cancelled", "ConfigError", "InternalError", "SeqlineError", "StageError", "disk_full",
-           "disk_full_message"]
+__all__ = ["Cancelled", "ConfigError", "InternalError", "RunNotFound", "SeqlineError", "StageError",
+           "disk_full", "disk_full_message"]
 
 
 class SeqlineError(Exception):
@@ -29,6 +29,24 @@ class Cancelled(KeyboardInterrupt):
 
 class ConfigError(SeqlineError):
     """A bad pipeline file, parameter or input: fix the input and run again (CLI exit 2)."""
+
+
+class RunNotFound(ConfigError):
+    """No run of that id where it was looked for: one message for every command that looks.
+
+    Example: RunNotFound("nosuch", "under --root .seqline", ".seqline") says "no run 'nosuch'
+    under --root .seqline; list the runs there with `seqline runs list --root .seqline`, or
+    pass the --root (or --store) the run used".
+    """
+
+    def __init__(self, run_id: str, where: str, root: str | None = None) -> None:
+        listing = "seqline runs list" + (f" --root {root}" if root else "")
+        super().__init__(f"no run {run_id!r} {where}; list the runs there with `{listing}`, "
+                         "or pass the --root (or --store) the run used")
+        self.run_id = run_id
+
+    def __reduce__(self):  # a plain ConfigError on the other side of a pickle: same message
+        return (ConfigError, (str(self),))
 
 
 class InternalError(SeqlineError):

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import say
+from seqline.orchestration.options import fail, missing_store, say, shown_url
 
 __all__ = ["register"]
 
-CONFIG_EXIT = 2  # as every seqline command: a bad input, fixable by the user
 # uvicorn waits for open streams before it stops; a live page keeps one open for as long as
 # its run goes, so Ctrl-C or SIGTERM would hang. 2 s lets answers in progress finish.
 GRACEFUL_SECONDS = 2
@@ -55,27 +56,56 @@ def dashboard(
 
     token = _read_token(token_file) if token_file is not None else None
     if token is None and not is_loopback(host):
-        _fail(f"--host {host} would show every run to the network without a token: pass "
-              "--token-file FILE (e.g. `openssl rand -hex 32 > FILE`), or keep --host 127.0.0.1.")
+        fail(f"--host {host} would show every run to the network without a token; pass "
+             "--token-file FILE (e.g. `openssl rand -hex 32 > FILE`), or keep --host 127.0.0.1")
     try:  # loaded here: the core CLI must not need the `dashboard` extra
         import uvicorn
 
         from seqline.orchestration.dashboard.app import allowed_hosts, create_app
     except ImportError as exc:
-        _fail(f"the dashboard needs its extra ({exc.name} is missing): "
-              "pip install 'seqline[dashboard]'")
+        fail(f"the dashboard needs its extra ({exc.name} is missing); "
+             "pip install 'seqline[dashboard]'")
     try:  # a bad URL, credentials in it, a missing bucket, a bad store: before serving
-        app = create_app(open_root(root), store, token=token,
-                         hosts=allowed_hosts(host, allow_host))
+        place = open_root(root)
+        absent = missing_store(place, store)
+        if absent is not None:  # read-only: it never makes a store of its own
+            fail(f"no run store at {absent}; run `seqline run` with this --root first, or "
+                 "pass the --root (or --store) of an existing one")
+        app = create_app(place, store, token=token, hosts=allowed_hosts(host, allow_host))
     except SeqlineError as exc:  # e.g. ConfigError from open_root, a newer store
-        _fail(str(exc))
+        fail(str(exc))
     except (ArgumentError, OperationalError) as exc:
-        _fail(f"cannot open the run store at {store or root}: {str(exc).splitlines()[0]}. "
-              "Check --store (postgresql+psycopg://user@host:port/db) or --root.")
+        where = shown_url(store) if store else root
+        fail(f"cannot open the run store at {where}: {str(exc).splitlines()[0]}; check "
+             "--store (postgresql+psycopg://user@host:port/db) or --root")
+    listening = _listen(host, port)
+    port = listening.getsockname()[1]  # --port 0: the one the system chose
     shown = f"[{host}]" if ":" in host else host
     say(f"seqline dashboard on http://{shown}:{port}/ (read-only; Ctrl-C stops it)")
-    uvicorn.run(app, host=host, port=port, log_level="warning", http=_http_parser(),
-                timeout_graceful_shutdown=GRACEFUL_SECONDS, server_header=False)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", http=_http_parser(),
+                            timeout_graceful_shutdown=GRACEFUL_SECONDS, server_header=False)
+    uvicorn.Server(config).run(sockets=[listening])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound here, so a port in use is one line naming it (uvicorn would
+    log its own `ERROR: [Errno 98]` and exit 3), and no other process can take it between a
+    check and the server's start."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    # As uvicorn binds: a port whose last server just stopped (TIME_WAIT) can be bound again;
+    # one with a server listening cannot.
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        if exc.errno == errno.EADDRINUSE:
+            fail(f"port {port} on {host} is in use (another dashboard?); pass another "
+                 f"--port, e.g. --port {port + 1}, or stop what listens there")
+        fail(f"cannot listen on {host}:{port} ({exc.strerror}); pass another --host or "
+             "--port")
+    return listening
 
 
 def _http_parser() -> str:
@@ -92,13 +122,9 @@ def _read_token(path: Path) -> str:
     try:
         token = path.read_text().strip()
     except OSError as exc:
-        _fail(f"cannot read --token-file {path}: {exc.strerror}.")
+        fail(f"cannot read --token-file {path} ({exc.strerror}); give a file this user can "
+             "read")
     if len(token) < 16:  # a short token can be guessed over the network
-        _fail(f"the token in {path} is {len(token)} characters; use at least 16 "
-              "(e.g. `openssl rand -hex 32 > FILE`).")
+        fail(f"the token in {path} is {len(token)} characters; use at least 16 "
+             "(e.g. `openssl rand -hex 32 > FILE`)")
     return token
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(CONFIG_EXIT)

@@ -16,6 +16,7 @@ from seqline.orchestration.options import (
     RootUrl,
     RunnerName,
     Store,
+    Wide,
     fail,
     opened,
     print_json,
@@ -24,10 +25,10 @@ from seqline.orchestration.options import (
 from seqline.orchestration.schedule.airflow import airflow_dag
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.schedule.views import (
-    detail_tables,
+    print_detail,
+    print_schedules,
     schedule_detail,
     schedule_summary,
-    schedules_table,
 )
 from seqline.orchestration.store import schedules as db
 from seqline.orchestration.store.rows import now
@@ -100,7 +101,7 @@ def add_command(
     store: Store = DEFAULT_STORE,
 ) -> None:
     """Add a schedule: PIPELINE runs at each fire time of --cron in --tz."""
-    with opened(root, store) as runs:
+    with opened(root, store, create=True) as runs:
         at = now()
         schedule, explanation = new_schedule(
             name, pipeline, cron, tz=tz, runner=runner.value, workers=workers,
@@ -115,7 +116,7 @@ def add_command(
 
 @schedule_app.command("list")
 def list_command(root: RootUrl = str(DEFAULT_ROOT), store: Store = DEFAULT_STORE,
-                 as_json: AsJson = False) -> None:
+                 wide: Wide = False, as_json: AsJson = False) -> None:
     """List the schedules with their next fire time."""
     with opened(root, store) as runs:
         at = now()
@@ -123,7 +124,7 @@ def list_command(root: RootUrl = str(DEFAULT_ROOT), store: Store = DEFAULT_STORE
     if as_json:
         print_json(rows)
     else:
-        console().print(schedules_table(rows))
+        print_schedules(console(), rows, wide)
 
 
 @schedule_app.command("show")
@@ -135,6 +136,7 @@ def show_command(
                                                    "first.")] = 50,
     root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
+    wide: Wide = False,
     as_json: AsJson = False,
 ) -> None:
     """Show a schedule: its next fire times and its recorded ticks (newest first)."""
@@ -145,9 +147,7 @@ def show_command(
     if as_json:
         print_json(detail)
         return
-    out = console()
-    for table in detail_tables(detail):
-        out.print(table)
+    print_detail(console(), detail, wide)
 
 
 @schedule_app.command("pause")

@@ -11,11 +11,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from seqline.orchestration.console import console
+from seqline.orchestration.console import Column, console, format_time, print_table
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import AsJson, RootUrl, Store, fail, opened, output, print_json
+from seqline.orchestration.options import (
+    AsJson,
+    RootUrl,
+    Store,
+    Wide,
+    fail,
+    opened,
+    output,
+    print_json,
+)
 from seqline.orchestration.schedule.backfill import Backfill
 from seqline.orchestration.schedule.daemon import LeaseLost, Scheduler
 from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
@@ -32,6 +40,10 @@ Logs = Annotated[Path | None, typer.Option(
     help="Folder of the runs' output, one RUN_ID.log each (default: ROOT/logs; for an "
          "object-store root, ~/.seqline/logs/<root as a name>).")]
 
+
+# A tick's run id holds its fire time; the run, its status and the tick's are always shown.
+OUTCOME_COLUMNS = [Column("fire time (UTC)", 1), Column("run"), Column("run status"),
+                   Column("tick"), Column("reason", 2)]
 
 # The scheduler's lines carry no level; those that report a failure say so in these words
 # (a launch that failed, a run that exited non-zero, the store failing a pass).
@@ -73,7 +85,7 @@ def scheduler(
         signal.signal(number, on_signal)
     where = _root(root)
     folder = logs_folder(where, logs)
-    with opened(root, store) as runs:
+    with opened(root, store, create=True) as runs:  # it records ticks: a store of its own
         launcher = ProcessLauncher(where, store, folder)
         daemon = Scheduler(runs, launcher, log=log)
         daemon.acquire()  # a second scheduler: LeaseHeld, exit 2 (see `opened`)
@@ -101,6 +113,7 @@ def backfill(
     root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
     logs: Logs = None,
+    wide: Wide = False,
     as_json: AsJson = False,
 ) -> None:
     """Run NAME once per fire time from --from to --to, oldest first (trigger `backfill`).
@@ -125,7 +138,9 @@ def backfill(
     if as_json:
         print_json(rows)
     else:
-        console().print(_outcome_table(name, rows))
+        print_table(console(), OUTCOME_COLUMNS, [
+            [format_time(r["fire_time"]), r["run_id"], r["run_status"], r["status"], r["reason"]]
+            for r in rows], wide=wide, title=f"backfill {name}")
     if any(r["run_status"] != "succeeded" for r in rows if r["status"] == "launched") or \
             any(r["status"] == "failed" for r in rows):
         raise typer.Exit(1)
@@ -137,13 +152,3 @@ def _root(text: str) -> Folder:
         return open_root(text)
     except SeqlineError as exc:
         fail(str(exc))
-
-
-def _outcome_table(name: str, rows: list[dict]) -> Table:
-    table = Table(title=f"backfill {name}", title_justify="left")
-    for column in ("fire time (UTC)", "run", "run status", "tick", "reason"):
-        table.add_column(column, no_wrap=True)
-    for r in rows:
-        table.add_row(r["fire_time"], r["run_id"] or "", r["run_status"] or "", r["status"],
-                      r["reason"] or "")
-    return table

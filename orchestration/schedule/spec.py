@@ -13,7 +13,8 @@ from seqline.pipeline.errors import ConfigError
 
 __all__ = ["NAME_PATTERN", "RUNNERS", "new_schedule"]
 
-# A name becomes part of run ids and log file names: letters, digits, and . _ - inside.
+# A name becomes part of run ids and log file names: letters, digits, and . _ - inside, as
+# run ids (pipeline/artifacts.py: RUN_ID_PATTERN, 128 long, room for `-backfill-<fire time>`).
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 RUNNERS = ("local", "beam", "ray")
 
@@ -45,20 +46,22 @@ def new_schedule(name: str, pipeline: Path, cron: str, *, tz: str = "UTC",
         ConfigError: the first part that is wrong, and how to fix it.
     """
     if not NAME_PATTERN.fullmatch(name):
-        raise ConfigError(f"schedule name {name!r}: use letters, digits, '.', '_' and '-' "
-                          "(at most 80, starting with a letter or digit), e.g. nightly-train.")
+        raise ConfigError(f"schedule name {name!r} is not a name; use letters, digits, '.', "
+                          "'_' and '-' (at most 80, starting with a letter or digit), e.g. "
+                          "nightly-train")
     _one_of(runner, RUNNERS, "--runner")
     _one_of(overlap, OVERLAP_POLICIES, "--overlap")
     _one_of(catchup, CATCHUP_POLICIES, "--catchup")
     if workers < 1 or max_catchup < 0:
-        raise ConfigError("--workers must be at least 1 and --max-catchup at least 0.")
+        raise ConfigError(f"--workers {workers} and --max-catchup {max_catchup}: give at "
+                          "least 1 worker and at least 0 catch-up ticks")
     zone(tz)
     explanation = check_cron(cron, tz)
     file = _pipeline_file(pipeline)
     first = parse_time(start, tz, "--start") if start else None
     last = parse_time(end, tz, "--end") if end else None
     if first and last and last < first:
-        raise ConfigError(f"--end {end} is before --start {start}: swap them.")
+        raise ConfigError(f"--end {end} is before --start {start}; swap them")
     schedule = Schedule(name=name, pipeline=str(file), cron=cron.strip(), tz=tz, runner=runner,
                         workers=workers, overlap=overlap, catchup=catchup,
                         max_catchup=max_catchup, start=first, end=last, paused=False,
@@ -68,7 +71,8 @@ def new_schedule(name: str, pipeline: Path, cron: str, *, tz: str = "UTC",
 
 def _one_of(value: str, allowed: tuple[str, ...], option: str) -> None:
     if value not in allowed:
-        raise ConfigError(f"{option} {value!r}: expected one of {', '.join(allowed)}.")
+        raise ConfigError(f"{option} {value!r} is not one of {', '.join(allowed)}; pass one "
+                          "of those")
 
 
 def _pipeline_file(pipeline: Path) -> Path:
@@ -78,7 +82,7 @@ def _pipeline_file(pipeline: Path) -> Path:
 
     file = Path(pipeline).expanduser().resolve()
     if not file.is_file():
-        raise ConfigError(f"pipeline file {pipeline} not found: give the path of a pipeline "
-                          "YAML file (e.g. data/seattle_weather/pipeline.yaml).")
+        raise ConfigError(f"pipeline file {pipeline} not found; give the path of a pipeline "
+                          "YAML file (e.g. data/seattle_weather/pipeline.yaml)")
     load_pipeline(file, COMPONENTS)
     return file

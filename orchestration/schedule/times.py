@@ -33,9 +33,9 @@ def zone(name: str) -> ZoneInfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         close = difflib.get_close_matches(name, sorted(available_timezones()), n=1)
-        hint = f"Did you mean {close[0]!r}?" if close else \
-            "Use an IANA name such as Europe/Berlin, America/New_York or UTC."
-        raise ConfigError(f"unknown time zone {name!r} (--tz). {hint}") from None
+        hint = f"did you mean {close[0]!r}?" if close else \
+            "use an IANA name such as Europe/Berlin, America/New_York or UTC"
+        raise ConfigError(f"unknown time zone {name!r} (--tz); {hint}") from None
 
 
 def _expression(cron: str) -> str:
@@ -59,16 +59,36 @@ def check_cron(cron: str, tz: str) -> str:
     fields = len(expression.split())
     if fields != 5:  # cronsim would take 6 (seconds first); cron, Airflow and we take 5
         raise ConfigError(f"cron expression {cron!r} has {fields} field(s); give 5 ({FIELDS}), "
-                          "e.g. '30 2 * * *' for 02:30 every day, or @daily.")
+                          "e.g. '30 2 * * *' for 02:30 every day, or @daily")
     try:
         sim = CronSim(expression, datetime.now(zone(tz)))
         next(sim)  # an expression that can never fire fails here
     except CronSimError as exc:
-        raise ConfigError(f"cron expression {cron!r}: {str(exc).lower()} (fields: {FIELDS}; "
-                          "e.g. '30 2 * * *' for 02:30 every day).") from None
+        never = _date_never_occurs(expression)
+        if never:
+            raise ConfigError(f"cron expression {cron!r} never fires: {never}; pick days those "
+                              "months have, or L for each month's last day (e.g. '0 0 L 2 *')"
+                              ) from None
+        raise ConfigError(f"cron expression {cron!r}: {str(exc).lower()}; the fields are "
+                          f"{FIELDS}, e.g. '30 2 * * *' for 02:30 every day") from None
     except StopIteration:
-        raise ConfigError(f"cron expression {cron!r} never fires.") from None
+        raise ConfigError(f"cron expression {cron!r} never fires; check its day-of-month and "
+                          "month fields") from None
     return explain(cron)
+
+
+def _date_never_occurs(expression: str) -> str | None:
+    """Why a day-of-month cronsim refused is valid, but not in the months given (30 in
+    February), or None when the day itself is wrong (32).
+
+    Example: "0 0 30 2 *" -> "day 30 never occurs in month 2".
+    """
+    minute, hour, day, month, weekday = expression.split()
+    try:  # the same days in every month: if that reads, the days are fine, the months lack them
+        CronSim(" ".join((minute, hour, day, "*", weekday)), datetime.now(UTC))
+    except CronSimError:
+        return None
+    return f"day {day} never occurs in month {month}"
 
 
 def explain(cron: str) -> str:
@@ -145,9 +165,9 @@ def parse_time(text: str, tz: str, option: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
-        raise ConfigError(f"{option} {text!r} is not an ISO-8601 time: write e.g. "
+        raise ConfigError(f"{option} {text!r} is not an ISO-8601 time; write e.g. "
                           "2026-11-01, 2026-11-01T02:00 (in the schedule's zone) or "
-                          "2026-11-01T02:00Z.") from None
+                          "2026-11-01T02:00Z") from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=zone(tz))
     return value.astimezone(UTC)

@@ -1,20 +1,23 @@
-"""Schedules as the JSON of `schedule list --json` / `schedule show --json`, and as tables."""
+"""Schedules as the JSON of `schedule list --json` / `schedule show --json`, and as tables
+fitted to a terminal."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from sqlalchemy import Engine
 
-from seqline.orchestration.options import unwrapped_table
+from seqline.orchestration.console import Column, format_time, print_table
 from seqline.orchestration.schedule.times import explain, next_fire_times
 from seqline.orchestration.store import schedules as db
 from seqline.orchestration.store.rows import iso
 from seqline.orchestration.store.schedules import Schedule
 
-__all__ = ["schedule_detail", "schedule_summary", "schedules_table", "detail_tables"]
+__all__ = ["print_detail", "print_schedules", "schedule_detail", "schedule_summary"]
 
 
 def _next(schedule: Schedule, at: datetime, count: int) -> list[datetime]:
@@ -68,28 +71,32 @@ def schedule_detail(engine: Engine, schedule: Schedule, at: datetime, count: int
             "ticks": db.tick_rows(found, states)}
 
 
-def schedules_table(rows: list[dict[str, Any]]) -> Table:
-    """`schedule list` for a terminal."""
-    table = unwrapped_table("name", "cron", "tz", "next fire (UTC)", "paused", "overlap",
-                            "catch-up", "pipeline")
-    for r in rows:
-        table.add_row(r["name"], r["cron"], r["tz"], r["next_fire"] or "-",
-                      "yes" if r["paused"] else "", r["overlap"], r["catchup"], r["pipeline"])
-    return table
+# The name and whether it is paused are always shown; the rest by priority (console.Column).
+SCHEDULE_COLUMNS = [Column("name"), Column("paused"), Column("next fire (UTC)", 1),
+                    Column("cron", 1), Column("tz", 2), Column("runner", 4),
+                    Column("overlap", 5), Column("catch-up", 5), Column("pipeline", 3)]
+# A tick's run id holds its fire time; the run and both statuses are always shown.
+TICK_COLUMNS = [Column("fire time (UTC)", 1), Column("trigger", 2), Column("status"),
+                Column("run"), Column("run status"), Column("reason", 3)]
 
 
-def detail_tables(detail: dict[str, Any]) -> list[Table]:
+def print_schedules(out: Console, rows: list[dict[str, Any]], wide: bool = False) -> None:
+    """`schedule list` for a terminal (or a pipe: every column)."""
+    print_table(out, SCHEDULE_COLUMNS, [
+        [r["name"], "yes" if r["paused"] else "", format_time(r["next_fire"]) or "-", r["cron"],
+         r["tz"], r["runner"], r["overlap"], r["catchup"], r["pipeline"]] for r in rows],
+        wide=wide)
+
+
+def print_detail(out: Console, detail: dict[str, Any], wide: bool = False) -> None:
     """`schedule show` for a terminal: the schedule, its next fire times, its ticks."""
     grid = Table.grid(padding=(0, 2))
     for key in ("name", "pipeline", "cron", "explanation", "tz", "paused", "runner",
                 "workers", "overlap", "catchup", "max_catchup", "start", "end", "created"):
-        grid.add_row(key, "" if detail[key] is None else str(detail[key]))
-    upcoming = unwrapped_table("next fire times (UTC)")
-    for fire in detail["next"]:
-        upcoming.add_row(fire)
-    ticks = unwrapped_table("fire time (UTC)", "trigger", "status", "run", "run status", "reason",
-                   title="ticks, newest first")
-    for t in detail["ticks"]:
-        ticks.add_row(t["fire_time"], t["trigger"], t["status"], t["run_id"] or "",
-                      t["run_status"] or "", t["reason"] or "")
-    return [grid, upcoming, ticks]
+        grid.add_row(key, Text("" if detail[key] is None else str(detail[key])))
+    out.print(grid)
+    print_table(out, [Column("next fire times (UTC)")],
+                [[format_time(fire)] for fire in detail["next"]], wide=wide)
+    print_table(out, TICK_COLUMNS, [
+        [format_time(t["fire_time"]), t["trigger"], t["status"], t["run_id"], t["run_status"],
+         t["reason"]] for t in detail["ticks"]], wide=wide, title="ticks, newest first")

@@ -67,11 +67,14 @@ def test_schedule_add_list_show_pause_resume_remove(folder):
                                                          r"bad minute"),
     (["add", "a", "quick.yaml", "--cron", "* * *"], r"has 3 field\(s\); give 5"),
     (["add", "a", "quick.yaml", "--cron", "@daily", "--tz", "Europe/Berln"],
-     r"unknown time zone 'Europe/Berln' \(--tz\)\. Did you mean 'Europe/Berlin'\?"),
+     r"unknown time zone 'Europe/Berln' \(--tz\); did you mean 'Europe/Berlin'\?"),
     (["add", "a", "quick.yaml", "--cron", "@daily", "--start", "tomorrow"],
      r"--start 'tomorrow' is not an ISO-8601 time"),
     (["add", "a", "missing.yaml", "--cron", "@daily"], r"pipeline file missing.yaml not found"),
-    (["add", "a b", "quick.yaml", "--cron", "@daily"], r"schedule name 'a b': use letters"),
+    (["add", "a b", "quick.yaml", "--cron", "@daily"], r"schedule name 'a b' is not a name; "
+                                                       r"use letters"),
+    (["add", "a", "quick.yaml", "--cron", "0 0 30 2 *"], r"never fires: day 30 never occurs "
+                                                         r"in month 2"),
     (["show", "nigthly"], r"no schedule named 'nigthly' in the run store\. Did you mean "
                           r"'nightly'\?"),
     (["pause", "other"], r"no schedule named 'other'"),

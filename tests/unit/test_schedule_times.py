@@ -79,7 +79,9 @@ def test_times_fire_times_are_strictly_after_and_stop_at_the_end():
     ("61 * * * *", r"'61 \* \* \* \*': bad minute"),
     ("* * *", r"has 3 field\(s\); give 5 \(minute hour"),
     ("0 0 * * * *", r"has 6 field\(s\)"),
-    ("0 0 30 2 *", r"bad day-of-month"),
+    ("0 0 30 2 *", r"'0 0 30 2 \*' never fires: day 30 never occurs in month 2; pick days"),
+    ("0 0 31 4,6 *", r"never fires: day 31 never occurs in month 4,6"),
+    ("0 0 32 * *", r"'0 0 32 \* \*': bad day-of-month; the fields are minute hour"),
     ("every day", r"has 2 field\(s\)"),
 ])
 def test_times_bad_cron_is_refused_saying_what_is_wrong(cron, message):
@@ -93,7 +95,7 @@ def test_times_good_cron_is_explained():
 
 
 @pytest.mark.parametrize(("tz", "message"), [
-    ("Europe/Berlinn", r"unknown time zone 'Europe/Berlinn' \(--tz\)\. Did you mean "
+    ("Europe/Berlinn", r"unknown time zone 'Europe/Berlinn' \(--tz\); did you mean "
                        r"'Europe/Berlin'"),
     ("Mars/Olympus", r"unknown time zone 'Mars/Olympus'.*IANA name"),
     ("../etc/passwd", r"unknown time zone"),
