@@ -4,6 +4,7 @@ never create one), failing with one line, and tables that never wrap."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ from seqline.pipeline.storage import Folder, open_root
 
 __all__ = ["CONFIG_EXIT", "AsJson", "Output", "Root", "RunnerName", "Store", "Wide", "fail",
            "missing_store", "no_run", "opened", "output", "print_json", "say", "shown_url",
-           "unwrapped_table"]
+           "unwrapped_table", "usage_line"]
 
 CONFIG_EXIT = 2  # as `seqline run`: a bad input, fixable by the user
 
@@ -87,6 +88,30 @@ def reraise_if_debug() -> None:
     current = sys.exc_info()[1]
     if output.debug and current is not None:
         raise current
+
+
+def usage_line(exc: Exception) -> str:
+    """A usage error of click (a bad option value, a missing argument, an unknown command) as
+    the one line every seqline error is, `<what>; <how to fix>`, without click's three-line
+    form nor the validation library's "Value error," prefix.
+
+    Args:
+        exc: a click UsageError (Typer's own copy of click: read by its methods).
+
+    Examples:
+        --runner nosuch -> "invalid --runner: 'nosuch' is not one of 'local', 'beam', 'ray';
+        see `seqline run --help`"; a missing RUN_ID -> "missing argument 'run_id'; see
+        `seqline runs show --help`".
+    """
+    what = exc.format_message().replace("Value error, ", "")  # type: ignore[attr-defined]
+    found = re.fullmatch(r"Invalid value for '?(.+?)'?: (.*)", what, re.S)
+    if found:
+        detail = found.group(2)
+        what = f"invalid {found.group(1)}: {detail[:1].lower()}{detail[1:]}"
+    what = re.sub(r"\. Did you mean", "; did you mean", what.strip().rstrip("."))
+    context = getattr(exc, "ctx", None)
+    command = context.command_path if context is not None else "seqline"
+    return f"{what[:1].lower()}{what[1:]}; see `{command} --help`"
 
 
 def no_run(run_id: str, root: str, store: str | None = None) -> NoReturn:
