@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from data_stages import _generate  # noqa: E402 - the same seeded input as the data-stage figures
 
 from seqline.components import COMPONENTS  # noqa: E402
-from seqline.orchestration.executor import run_pipeline  # noqa: E402
+from seqline.orchestration.api import run_pipeline  # noqa: E402
 from seqline.orchestration.runners import make_runner  # noqa: E402
 from seqline.pipeline.config import load_pipeline  # noqa: E402
 

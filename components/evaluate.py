@@ -221,4 +221,5 @@ def _baseline(root: Folder, pipeline: str, stage: StageSpec[EvaluateParams]) -> 
 
 SPEC = ComponentSpec("evaluate", EvaluateParams, run_stage, reads="model", writes="evaluation",
                      depends_on=_baseline,
+                     driver_imports=("tensorflow",),
                      doc="A model + the eval split -> metrics, slices and a blessing.")

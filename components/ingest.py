@@ -239,5 +239,11 @@ def _validate(stage: StageSpec[IngestParams], base_dir: Path) -> None:
     resolve_sources(stage, base_dir)
 
 
+def input_files(stage: StageSpec[IngestParams], base_dir: Path) -> list[str]:
+    """The files the stage reads, in source order (what its cache key hashes)."""
+    return [source.name for source in resolve_sources(stage, base_dir)]
+
+
 SPEC = ComponentSpec("ingest", IngestParams, read_blocks, reads="files", writes="stream",
-                     validate=_validate, doc="Files -> blocks with __seq__ in source order.")
+                     validate=_validate, files=input_files,
+                     doc="Files -> blocks with __seq__ in source order.")

@@ -58,4 +58,5 @@ def make_sink(compression: str, level: int, out_dir: Path) -> ShardSink:
 
 SPEC = ComponentSpec("tfrecord_write", TFRecordWriteParams, make_task, reads="stream",
                      writes="records", runs_on="workers", passes_every_record=True,
+                     cuts_blocks=True,
                      doc="Blocks -> ordered TFRecord shards of tf.train.Example.")

@@ -357,4 +357,5 @@ def _verify_slices(batches: Batches, epoch: dict[str, Any], problems: list[str])
 
 SPEC = ComponentSpec("train", TrainParams, run_stage, reads="plan", writes="model", live=True,
                      validate=_validate, verify=verify_audit,
+                     driver_imports=("tensorflow",),
                      doc="A batching plan -> a trained Keras model with an order audit.")

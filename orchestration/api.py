@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import secrets
-import shutil
 import signal
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime
-from importlib.metadata import version
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -22,22 +20,26 @@ import yaml
 from pydantic import BaseModel
 
 from seqline.components import COMPONENTS
-from seqline.orchestration.cache import cache_hits, cache_keys, damage
-from seqline.orchestration.executor import Progress, StageReport, run_pipeline
-from seqline.orchestration.recorder import SAMPLE_SECONDS, RunRecorder
-from seqline.orchestration.runners import make_runner
-from seqline.orchestration.store import RunStore
+from seqline.orchestration.events import EventBus, RunEnded, Subscriber
+from seqline.orchestration.executor import run_plan
+from seqline.orchestration.failures import error_line, error_traceback
+from seqline.orchestration.plan import RunPlan, plan_run
+from seqline.orchestration.recorder import RunRecorder
+from seqline.orchestration.reports import RunReports, StageReport
+from seqline.orchestration.run_file import RunFile
+from seqline.orchestration.run_options import RunOptions
+from seqline.orchestration.runners import Runner, make_runner
+from seqline.orchestration.store import DB_FILE, RunStore
 from seqline.orchestration.verify import StageCheck, verify_run
-from seqline.pipeline.artifacts import committed_stages, read_manifest, run_dir
+from seqline.pipeline.artifacts import check_run_id, read_manifest, run_dir
 from seqline.pipeline.config import build_pipeline, load_pipeline, make_stage, parse_pipeline
 from seqline.pipeline.deadletters import ErrorBudget
-from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
+from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError, StageError
 from seqline.pipeline.specs import PipelineSpec, StageSpec
-from seqline.pipeline.storage import Folder, Location, open_root, slug
+from seqline.pipeline.storage import Folder, open_root, slug
 
-__all__ = ["Pipeline", "RunResult", "Stage", "execute", "new_run_id"]
-
-log = logging.getLogger("seqline")
+__all__ = ["Pipeline", "RunResult", "Stage", "execute", "new_run_id", "plan_pipeline",
+           "run_options", "run_pipeline"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class RunResult:
     stages: list[StageReport] = field(default_factory=list)
     checks: list[StageCheck] | None = None  # `seqline verify`'s verdict, when it ran
     error: SeqlineError | None = None
+    plan: RunPlan | None = None  # what ran, what was reused, and why
 
     @property
     def artifacts(self) -> dict[str, Folder]:
@@ -153,11 +156,17 @@ class Pipeline:
         return self.spec.stages
 
     def run(self, *, runner: str = "local", root: Path | str = ".seqline",
-            run_id: str | None = None, resume: bool = False, verify: bool = True,
-            raise_on_error: bool = True, **options: Any) -> RunResult:
-        """Run every stage on `runner` ("local", "beam" or "ray"); see `execute`."""
-        return execute(self.spec, runner=runner, root=root, run_id=run_id,
-                       resume=resume, verify=verify, raise_on_error=raise_on_error, **options)
+            run_id: str | None = None, raise_on_error: bool = True,
+            **options: Any) -> RunResult:
+        """Run every stage on `runner` ("local", "beam" or "ray"); `options` are RunOptions'
+        fields (workers, resume, verify, cache, ...) and engine options; see `execute`."""
+        return execute(self.spec, root=root, run_id=run_id, raise_on_error=raise_on_error,
+                       runner=runner, **options)
+
+    def plan(self, *, runner: str = "local", root: Path | str = ".seqline",
+             run_id: str | None = None, **options: Any) -> RunPlan:
+        """What `run` would do, and why, without doing anything; see `plan_pipeline`."""
+        return plan_pipeline(self.spec, root=root, run_id=run_id, runner=runner, **options)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Pipeline) and self.spec == other.spec
@@ -165,83 +174,144 @@ class Pipeline:
     __hash__ = None  # type: ignore[assignment]  # mutable-looking: compare, don't hash
 
 
-def execute(spec: PipelineSpec, *, runner: str = "local",
-            root: Folder | str = Path(".seqline"),
-            store: str | None = None, run_id: str | None = None, resume: bool = False,
-            verify: bool = True, cache: bool = True, raise_on_error: bool = True,
-            progress: Progress | None = None, workers: int = 2, window: int | None = None,
-            queue: int = 4, overlap: bool = True, trigger: str = "manual",
-            pipeline_file: Path | None = None, sample_seconds: float | None = SAMPLE_SECONDS,
-            **engine: Any) -> RunResult:
+def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
+            root: Folder | str = Path(".seqline"), store: str | None = None,
+            run_id: str | None = None, raise_on_error: bool = True,
+            pipeline_file: Path | None = None, subscribers: Sequence[Subscriber] = (),
+            **fields: Any) -> RunResult:
     """Run a pipeline: the one path behind `seqline run` and `Pipeline.run`.
+
+    Plan (which stages run, which are reused, and why), record the run, run the plan on the
+    chosen engine, and end with `seqline verify`. Everything that happens is published as
+    events to the run store, run.json and `subscribers` (the terminal's progress).
 
     Args:
         spec: the validated pipeline.
-        runner: "local", "beam" or "ray"; `engine` holds its own options (Beam's `mode`,
-            Ray's `address`).
+        options: how the run goes; or, instead, its fields as keywords (`runner="ray"`,
+            `workers=4`, ...), any other keyword being an engine option (Beam's `mode`, Ray's
+            `address`).
         root: the artifact root, a local folder or an fsspec URL (s3://bucket/prefix, ...);
             the run's folders go to `<root>/runs/<run_id>/`.
         store: the run store's URL; default: SQLite at `<root>/seqline.db`, or for an
             object-store root at `~/.seqline/stores/<root as a name>.db` (store_url).
         run_id: default: the time and a random suffix.
-        resume: finish the interrupted run `run_id`, keeping its committed stages.
-        verify: end with `seqline verify` of the run.
-        cache: reuse stages an earlier run under `root` made from the same inputs,
-            parameters and code (a stage's `cache: false` still recomputes it).
         raise_on_error: raise the run's error (else return it in a failed RunResult).
-        progress, workers, window, queue, overlap: see `run_pipeline`.
-        trigger: why the run started (manual, schedule, backfill), for the run store.
         pipeline_file: the file the pipeline came from, for the run store.
-        sample_seconds: how often the run store samples running stages (None: never).
+        subscribers: more receivers of the run's events.
 
     Raises:
         ConfigError: bad options, or a run id that is taken (or unknown, resuming).
         StageError: a stage failed (unless `raise_on_error` is False).
     """
-    if resume and not run_id:
+    options = options or run_options(spec, **fields)
+    if options.resume and not run_id:
         raise ConfigError("resuming needs the run id of the run to finish (--run-id).")
-    run_id = run_id or new_run_id()
+    run_id = check_run_id(run_id or new_run_id())
     root = open_root(root)
-    if runner == "ray":
-        engine.setdefault("working_dir", str(spec.base_dir))
-    options = {"workers": workers, "window": window, "queue": queue, "overlap": overlap,
-               "cache": cache, **engine}
-    keys = cache_keys(spec, COMPONENTS, seqline_version=version("seqline"),
-                      inputs=_input_files, root=root)
     with RunStore.open(*store_url(root, store)) as runs:
-        _open_record(runs, root, spec, run_id, runner, options, trigger, resume, pipeline_file)
-        if resume:
-            _drop_damaged(runs, run_dir(root, run_id))
-        hits = cache_hits(spec, keys, runs, root) if cache and not resume else {}
-        recorder = RunRecorder(runs, run_id, COMPONENTS, keys, sample_seconds)
+        plan = plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
+        _open_record(runs, spec, plan, pipeline_file)
+        reports = RunReports()
+        bus = EventBus(RunRecorder(runs, plan, spec, COMPONENTS), reports,
+                       RunFile(run_dir(root, run_id), options.queue), *subscribers)
         try:
-            # After the engine starts: Ray installs a SIGTERM handler of its own that ends
-            # the process at once.
-            with make_runner(runner, workers=workers, window=window, **engine) as engine_, \
-                    _sigterm_cancels():
-                recorder.start(engine_)
-                reports = run_pipeline(spec, engine_, root, run_id, progress, resume=resume,
-                                       queue=queue, overlap=overlap, recorder=recorder,
-                                       cached=hits)
+            with _runner(options, bus) as runner, _sigterm_cancels():
+                run_plan(plan, spec, runner, root, bus)
         except KeyboardInterrupt as exc:
             cancelled = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")
             cancelled.run_id = run_id
-            recorder.close("cancelled", cancelled)
+            _ended(bus, plan, "cancelled", cancelled)
             raise cancelled from None
         except SeqlineError as exc:
-            recorder.close("failed", exc)
+            _ended(bus, plan, "failed", exc)
             if raise_on_error or isinstance(exc, ConfigError):
                 raise
-            return RunResult(run_id, "failed", root, error=exc)
+            return RunResult(run_id, "failed", root, reports.stages, error=exc, plan=plan)
         except BaseException as exc:
-            recorder.close("failed", exc)
+            _ended(bus, plan, "failed", exc)
             raise
-        recorder.close("succeeded")
-    checks = verify_run(root, run_id) if verify else None
-    return RunResult(run_id, "succeeded", root, reports, checks)
+        _ended(bus, plan, "succeeded")
+    checks = verify_run(root, run_id) if options.verify else None
+    return RunResult(run_id, "succeeded", root, reports.stages, checks, plan=plan)
 
 
-def store_url(root: Folder, url: str | None) -> tuple[Path, str | None]:
+def run_pipeline(spec: PipelineSpec, runner: Runner, root: Folder | str, run_id: str, *,
+                 subscribers: Sequence[Subscriber] = (), **fields: Any) -> list[StageReport]:
+    """Run `spec` on an engine already started, with no run store (so nothing is cached):
+    for tests, benchmarks and a user's own engine. `fields` are RunOptions' (queue, overlap,
+    resume, ...). Returns each stage's report; raises as `execute` does.
+    """
+    options = run_options(spec, runner=runner.name, workers=runner.workers,
+                          window=runner.window, cache=False, **fields)
+    root = open_root(root)
+    plan = plan_run(spec, options, COMPONENTS, run_id=check_run_id(run_id), root=root,
+                    store=None)
+    reports = RunReports()
+    bus = EventBus(reports, RunFile(run_dir(root, run_id), options.queue), *subscribers)
+    try:
+        run_plan(plan, spec, runner, root, bus)
+    except BaseException as exc:
+        _ended(bus, plan, "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed", exc)
+        raise
+    _ended(bus, plan, "succeeded")
+    return reports.stages
+
+
+def plan_pipeline(spec: PipelineSpec, options: RunOptions | None = None, *,
+         root: Folder | str = Path(".seqline"), store: str | None = None,
+         run_id: str | None = None, **fields: Any) -> RunPlan:
+    """What `execute` would do, and why, without doing anything (`seqline run --dry-run`).
+
+    Reads the root and, if there is one, the run store; creates and writes nothing.
+    """
+    options = options or run_options(spec, **fields)
+    if options.resume and not run_id:
+        raise ConfigError("resuming needs the run id of the run to finish (--run-id).")
+    run_id = check_run_id(run_id or new_run_id())
+    root = open_root(root)
+    folder, url = store_url(root, store, create=False)
+    if url is None and not (Path(folder) / DB_FILE).exists():
+        return plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=None)
+    if url is not None and url.startswith("sqlite:///") \
+            and not Path(url.removeprefix("sqlite:///")).exists():
+        return plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=None)
+    with RunStore.open(folder, url) as runs:
+        return plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
+
+
+def run_options(spec: PipelineSpec, **fields: Any) -> RunOptions:
+    """RunOptions from keywords: its own fields by name, any other an engine option."""
+    own = {f.name for f in dataclass_fields(RunOptions)}
+    engine = {k: v for k, v in fields.items() if k not in own}
+    if fields.get("runner") == "ray":  # user modules import on every node of a cluster
+        engine.setdefault("working_dir", str(spec.base_dir))
+    return RunOptions(**{k: v for k, v in fields.items() if k in own},
+                      engine={**dict(fields.get("engine") or {}), **engine})
+
+
+@contextmanager
+def _runner(options: RunOptions, bus: EventBus) -> Iterator[Runner]:
+    engine = dict(options.engine)
+    if options.runner == "ray":
+        engine["verbose"] = options.output == "verbose"
+    with make_runner(options.runner, workers=options.workers, window=options.window,
+                     **engine) as runner:
+        yield runner
+
+
+def _ended(bus: EventBus, plan: RunPlan, status: str, error: BaseException | None = None
+           ) -> None:
+    ran = len(plan.running)
+    if error is None:
+        bus.publish(RunEnded(status=status, ran=ran, reused=len(plan.steps) - ran))
+        return
+    bus.publish(RunEnded(status=status, ran=ran, reused=len(plan.steps) - ran,
+                         message=error_line(error), traceback=error_traceback(error),
+                         error_stage=error.stage if isinstance(error, StageError) else None,
+                         error_seq=error.seq if isinstance(error, StageError) else None))
+
+
+def store_url(root: Folder, url: str | None, create: bool = True) -> tuple[Path, str | None]:
     """`RunStore.open`'s arguments: the store of a local root is beside its runs; an object
     store holds no database, so by default its store is a local SQLite file named after it.
 
@@ -251,33 +321,9 @@ def store_url(root: Folder, url: str | None) -> tuple[Path, str | None]:
     if url is not None or isinstance(root, Path):
         return (root if isinstance(root, Path) else Path()), url
     home = Path(os.environ.get("SEQLINE_HOME") or Path.home() / ".seqline") / "stores"
-    home.mkdir(parents=True, exist_ok=True)
+    if create:
+        home.mkdir(parents=True, exist_ok=True)
     return home, f"sqlite:///{(home / slug(root.url)).resolve()}.db"
-
-
-def _drop_damaged(runs: RunStore, folder: Folder) -> None:
-    """Before a resume keeps a run's committed stages: remove those whose bytes changed
-    since their commit (a flipped bit, a truncated shard), so that they are made again."""
-    try:
-        stages = runs.show_run(folder.name)["stages"]
-    except ConfigError:  # a run from before the store: the manifests' hashes still hold
-        stages = []
-    recorded = {s["name"]: _output_checksum(s) for s in stages}
-    for stage in committed_stages(folder):
-        problem = damage(stage, recorded.get(stage.name))
-        if problem is not None:
-            log.warning("run %s, stage %r: %s; making the stage again instead of trusting it",
-                        folder.name, stage.name, problem)
-            stage.remove() if isinstance(stage, Location) else shutil.rmtree(stage)
-
-
-def _output_checksum(stage: dict[str, Any]) -> str | None:
-    """The checksum recorded when the stage committed (in its latest attempt that did)."""
-    for attempt in [stage, *reversed(stage.get("history") or [])]:
-        for artifact in attempt.get("artifacts") or []:
-            if artifact.get("role") == "output" and artifact.get("checksum"):
-                return str(artifact["checksum"])
-    return None
 
 
 @contextmanager
@@ -302,28 +348,21 @@ def _sigterm_cancels() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _open_record(runs: RunStore, root: Folder, spec: PipelineSpec, run_id: str, runner: str,
-                 options: dict[str, Any], trigger: str, resume: bool,
+def _open_record(runs: RunStore, spec: PipelineSpec, plan: RunPlan,
                  pipeline_file: Path | None) -> None:
     """The run's row, made before anything runs: a taken run id fails here (exit 2)."""
-    if resume:
+    options = plan.options
+    if options.resume:
         try:
-            runs.resume_run(run_id)
+            runs.resume_run(plan.run_id)
             return
-        except ConfigError:
-            if not (run_dir(root, run_id) / "run.json").exists():
-                raise  # else: a run from before the store; it is recorded from here on
+        except ConfigError:  # a run from before the store: it is recorded from here on
+            pass
     text = pipeline_file.read_text() if pipeline_file else Pipeline.from_spec(spec).to_yaml()
-    runs.create_run(run_id, spec.name, runner=runner, options=options,
-                    trigger="resume" if resume else trigger,
+    runs.create_run(plan.run_id, spec.name, runner=options.runner, options=options.recorded,
+                    trigger="resume" if options.resume else options.trigger,
                     pipeline_file=str(pipeline_file.resolve()) if pipeline_file else None,
                     fingerprint=hashlib.sha256(text.encode()).hexdigest())
-
-
-def _input_files(stage: StageSpec[Any], base_dir: Path) -> list[str]:
-    from seqline.components.ingest import resolve_sources
-
-    return [source.name for source in resolve_sources(stage, base_dir)]
 
 
 def new_run_id() -> str:

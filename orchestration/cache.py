@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,11 @@ from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec
 from seqline.pipeline.storage import Folder, Location
 from seqline.pipeline.storage import folder as storage_folder
 
-__all__ = ["artifact_checksum", "cache_keys", "code_digest", "file_digest"]
+__all__ = ["NOT_IN_FOLDER", "CacheHit", "artifact_checksum", "cache_hit", "cache_keys",
+           "cache_parts", "code_digest", "damage", "file_digest", "key_of"]
 
+# The source digest of a module the pipeline's folder does not have (an installed package).
+NOT_IN_FOLDER = hashlib.blake2b(b"", digest_size=16).hexdigest()
 # 1 MiB reads: large enough that hashing runs at disk speed, small enough to stream any file.
 _CHUNK = 1 << 20
 
@@ -33,7 +37,21 @@ _CHUNK = 1 << 20
 def cache_keys(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], *,
                seqline_version: str, inputs: Callable[[StageSpec[Any], Path], list[str]],
                root: Folder) -> dict[str, str]:
-    """Every stage's cache key, in pipeline order.
+    """Every stage's cache key, in pipeline order (the digest of its `cache_parts`).
+
+    Example: changing only preprocess's function changes the keys of preprocess and every
+    stage after it, never those of ingest and tfrecord_write.
+    """
+    parts = cache_parts(spec, components, seqline_version=seqline_version, inputs=inputs,
+                        root=root)
+    return {name: key_of(part) for name, part in parts.items()}
+
+
+def cache_parts(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], *,
+                seqline_version: str, inputs: Callable[[StageSpec[Any], Path], list[str]],
+                root: Folder) -> dict[str, dict[str, Any]]:
+    """What every stage's cache key is made of, in pipeline order, as JSON: kept with each
+    stage run, so that the next plan can say which part changed.
 
     Args:
         spec: the pipeline.
@@ -42,31 +60,41 @@ def cache_keys(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]],
         inputs: the files a stage that reads files reads (ingest's resolved paths).
         root: the artifact root (what a component's `depends_on` may look at).
 
-    Example: changing only preprocess's function changes the keys of preprocess and every
-    stage after it, never those of ingest and tfrecord_write.
+    Returns:
+        Per stage: component, version, params, errors, seqline, code (module -> digest),
+        reads ({"files": {path: digest}} or {"stage": name, "key": its key}), depends_on.
     """
-    keys: dict[str, str] = {}
+    parts: dict[str, dict[str, Any]] = {}
     for i, stage in enumerate(spec.stages):
         component = components[stage.component]
         source = stage.inputs[0] if stage.inputs else spec.stages[i - 1].name if i else None
-        reads = [file_digest(p) for p in inputs(stage, spec.base_dir)] \
+        reads = {"files": {p: file_digest(p) for p in inputs(stage, spec.base_dir)}} \
             if component.reads == "files" \
-            else keys.get(source or "")
-        keys[stage.name] = _digest({
+            else {"stage": source, "key": key_of(parts[source]) if source in parts else None}
+        depends = None if component.depends_on is None else \
+            component.depends_on(root, spec.name, stage)  # type: ignore[arg-type]
+        parts[stage.name] = {
             "component": stage.component, "version": component.version,
             "params": stage.params.model_dump(mode="json"),
             "errors": stage.errors.model_dump(mode="json") if stage.errors else None,
             "seqline": seqline_version, "code": _code_of(stage, spec.base_dir),
-            "reads": reads, "depends_on": component.depends_on(root, spec.name, stage)  # type: ignore[arg-type]
-            if component.depends_on else None,
-        })
-    return keys
+            "reads": reads,
+            "depends_on": json.loads(json.dumps(depends, default=str)),
+        }
+    return parts
 
 
-def _code_of(stage: StageSpec[Any], base_dir: Path) -> str | None:
+def key_of(parts: Mapping[str, Any]) -> str:
+    """A stage's cache key: the digest of its parts."""
+    return _digest(parts)
+
+
+def _code_of(stage: StageSpec[Any], base_dir: Path) -> dict[str, str] | None:
     named = [getattr(stage.params, name, None) for name in ("fn", "model")]
     refs = [r for r in named if isinstance(r, str) and ":" in r]
-    return _digest([code_digest(r, base_dir) for r in refs]) if refs else None
+    if not refs:
+        return None
+    return {module: digest for ref in refs for module, digest in code_parts(ref, base_dir).items()}
 
 
 def code_digest(ref: str, base_dir: Path) -> str:
@@ -75,6 +103,11 @@ def code_digest(ref: str, base_dir: Path) -> str:
     Modules outside the folder (installed packages) are covered by their versions elsewhere;
     a module the folder lacks is noted by name, so adding it later changes the digest.
     """
+    return _digest(sorted(code_parts(ref, base_dir).items()))
+
+
+def code_parts(ref: str, base_dir: Path) -> dict[str, str]:
+    """`code_digest`'s parts: each module's source digest, by module name."""
     module = ref.partition(":")[0]
     seen: dict[str, str] = {}
     pending = [module]
@@ -86,7 +119,7 @@ def code_digest(ref: str, base_dir: Path) -> str:
         source = path.read_text() if path else ""
         seen[name] = hashlib.blake2b(source.encode(), digest_size=16).hexdigest()
         pending.extend(_imports(source, name) if path else [])
-    return _digest(sorted(seen.items()))
+    return dict(sorted(seen.items()))
 
 
 def _module_file(name: str, base_dir: Path) -> Path | None:
@@ -193,26 +226,29 @@ def _digest(value: Any) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def cache_hits(spec: PipelineSpec, keys: Mapping[str, str], store: Any, root: Folder
-               ) -> dict[str, tuple[str, Folder]]:
-    """The stages an earlier run under `root` already made: name -> (its run, its folder).
+@dataclass(frozen=True)
+class CacheHit:
+    """An earlier stage run whose output a stage may reuse: its run, folder and seconds."""
 
-    Looked up in order; the first stage that misses (or says `cache: false`) and every stage
-    after it run again. A stored artifact is reused only if its bytes still match the
-    checksum recorded when it was committed: a changed file is recomputed, never trusted.
-    """
+    run_id: str
+    folder: Folder
+    seconds: float
+
+
+def cache_hit(key: str, store: Any, root: Folder) -> CacheHit | None:
+    """The newest stage run under `root` with cache key `key` whose stored bytes are still
+    what was committed (a changed file is recomputed, never trusted); None on a miss."""
     runs = root / "runs" if isinstance(root, Location) else (Path(root) / "runs").resolve()
-    hits: dict[str, tuple[str, Folder]] = {}
-    for stage in spec.stages:
-        found = store.find_cached(keys[stage.name]) if stage.cache else None
-        output = next((a for a in (found or {}).get("artifacts", [])
-                       if a.get("checksum")), None)
-        if found is None or output is None or not _intact(storage_folder(output["uri"]),
-                                                            output["checksum"], runs):
-            break
-        folder = storage_folder(output["uri"])
-        hits[stage.name] = (found["run_id"], folder)
-    return hits
+    found = store.find_cached(key)
+    output = next((a for a in (found or {}).get("artifacts", []) if a.get("checksum")), None)
+    if found is None or output is None:
+        return None
+    folder = storage_folder(output["uri"])
+    if not _intact(folder, output["checksum"], runs):
+        return None
+    # The run that made it (a hit of a hit names the first), and what it took there.
+    took = read_manifest(folder).get("seconds") or 0.0
+    return CacheHit(found.get("cached_from") or found["run_id"], folder, float(took))
 
 
 def _intact(folder: Folder, checksum: str, runs: Folder) -> bool:

@@ -10,7 +10,7 @@ import time
 from enum import StrEnum
 from importlib.metadata import version
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -19,7 +19,7 @@ from rich.table import Table
 
 from seqline.components import COMPONENTS
 from seqline.components.schema import schema_text
-from seqline.orchestration.api import execute, new_run_id
+from seqline.orchestration.api import execute, new_run_id, plan_pipeline
 from seqline.orchestration.console import (
     UNBOUNDED_WIDTH,
     console,
@@ -33,7 +33,13 @@ from seqline.orchestration.environment import (
     quiet_engines,
     quiet_tensorflow,
 )
-from seqline.orchestration.executor import StageReport
+from seqline.orchestration.events import (
+    BlocksDone,
+    Event,
+    RecordsConsumed,
+    StageCommitted,
+    StageReused,
+)
 from seqline.orchestration.options import (
     AsJson,
     RunnerName,
@@ -41,13 +47,16 @@ from seqline.orchestration.options import (
     print_json,
     reraise_if_debug,
 )
+from seqline.orchestration.plan import RunPlan
+from seqline.orchestration.reports import StageReport
+from seqline.orchestration.run_options import RunOptions
 from seqline.orchestration.runs_cli import run_document, runs_app, store_app
 from seqline.orchestration.schedule.cli import register as register_schedules
 from seqline.orchestration.verify import StageCheck, verdict, verify_run
 from seqline.pipeline.artifacts import read_manifest, run_dir
 from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
-from seqline.pipeline.stage import Counts
+from seqline.pipeline.specs import PipelineSpec
 
 __all__ = ["app"]
 
@@ -67,9 +76,6 @@ register_dashboard(app)  # dashboard
 # tables take their natural width and a message stays on one line, so grep finds it.
 out = console()
 err = console(stderr=True)
-
-
-TENSORFLOW = ("train", "evaluate")  # the components that import TensorFlow in this process
 
 
 class Trigger(StrEnum):
@@ -149,38 +155,42 @@ def run(
         "--cache/--no-cache", help="Reuse a stage whose inputs, parameters and code are "
                                    "unchanged since a committed run under ROOT (default), or "
                                    "recompute every stage.")] = True,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the plan (which stages would run, which would be reused, "
+                          "and why) and exit 0, running and recording nothing.")] = False,
     trigger: Annotated[Trigger, typer.Option(
         hidden=True, help="Why this run started, for the run store (the scheduler passes "
                           "schedule or backfill).")] = Trigger.manual,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the run as one JSON document on stdout, as `seqline runs show "
                        "--json` does, with `verify`: verify's verdict (null with "
-                       "--no-verify); a failed run's too. Everything else goes to stderr.")]
-        = False,
+                       "--no-verify); a failed run's too. With --dry-run, the plan. "
+                       "Everything else goes to stderr.")] = False,
 ) -> None:
     """Run PIPELINE: every stage in order, artifacts under ROOT/runs/RUN_ID/."""
-    engine: dict = {}
     if not resume:  # known before the run starts, so that a failed run's JSON can be found
         run_id = run_id or new_run_id()
-    if runner is RunnerName.ray:
-        engine["address"] = ray_address
-    elif runner is RunnerName.beam:
-        engine["mode"] = beam_mode.value
     start = time.perf_counter()
     try:
-        if beam_option and runner is RunnerName.beam:
-            engine["options"] = _beam_options(beam_option)
+        options = RunOptions(
+            runner=runner.value, workers=workers, window=window, queue=queue, overlap=overlap,
+            cache=cache, resume=resume, verify=check, trigger=trigger.value,
+            output="quiet" if output.quiet else "verbose" if output.verbose else "normal",
+            engine=_engine(runner, ray_address, beam_mode, beam_option, pipeline))
         spec = load_pipeline(pipeline, COMPONENTS)
+        if dry_run:
+            _print_plan(plan_pipeline(spec, options, root=root, store=store, run_id=run_id),
+                        as_json)
+            return
         _check_root(root)
-        if not output.verbose and any(s.component in TENSORFLOW for s in spec.stages):
+        if not output.verbose and any("tensorflow" in COMPONENTS[s.component].driver_imports
+                                      for s in spec.stages):
             quiet_tensorflow()  # training runs in this process: keep TF's C++ start-up out
         with stdout_to_stderr(as_json), _progress(spec) as progress:
-            result = execute(spec, runner=runner.value, root=root, store=store, run_id=run_id,
-                             resume=resume, verify=check, cache=cache, progress=progress,
-                             workers=workers, window=window, queue=queue, overlap=overlap,
-                             pipeline_file=pipeline, trigger=trigger.value, **engine)
+            result = execute(spec, options, root=root, store=store, run_id=run_id,
+                             pipeline_file=pipeline, subscribers=[progress])
     except ConfigError as exc:
-        _fail(f"Configuration error: {exc}", 2)
+        _fail(f"Configuration error: {one_line(exc)}", 2)
     except SeqlineError as exc:
         _print_run_json(as_json, root, store, run_id, None)
         _fail(f"Run failed: {one_line(exc)}", 1)
@@ -189,21 +199,49 @@ def run(
         _fail(f"Run {exc.run_id} cancelled ({exc.signal}): its committed stages are kept, "
               f"nothing half-written is. Finish it with: seqline run {pipeline} --resume "
               f"--run-id {exc.run_id}", 128 + signal.Signals[exc.signal].value)
+    document = run_document(root, store, result.run_id)
     if as_json:
         _print_run_json(True, root, store, result.run_id, result.checks)
         if result.verified is False:
             _print_problems(result.checks or [], err)  # why exit 1, for the log
             raise typer.Exit(1)
         return
-    _print_reports(result.stages, time.perf_counter() - start)
-    out.print(f"Run [bold]{result.run_id}[/] succeeded on {runner.value}; artifacts in "
-              f"{run_dir(result.root, result.run_id).resolve()}")
+    _print_stages(document, time.perf_counter() - start)
+    ran = result.plan.summary() if result.plan else runner.value
+    out.print(f"Run [bold]{result.run_id}[/] succeeded: ran {ran}; artifacts in "
+              f"{run_dir(result.root, result.run_id).resolve()}", highlight=False)
     for report in result.stages:
-        cached = f"  (cached from run {report.cached_from})" if report.cached_from else ""
+        cached = f"  (reused from run {report.cached_from})" if report.cached_from else ""
         out.print(f"  {report.stage:<16} {report.path}{cached}", highlight=False)
     _print_evaluations(result.stages)
     if result.checks is not None and not _print_checks(result.run_id, result.checks):
         raise typer.Exit(1)
+
+
+def _engine(runner: RunnerName, ray_address: str | None, beam_mode: BeamMode,
+            beam_option: list[str] | None, pipeline: Path) -> dict[str, Any]:
+    """The chosen engine's own options."""
+    if runner is RunnerName.ray:
+        return {"address": ray_address, "working_dir": str(pipeline.resolve().parent)}
+    if runner is RunnerName.beam:
+        return {"mode": beam_mode.value,
+                **({"options": _beam_options(beam_option)} if beam_option else {})}
+    return {}
+
+
+def _print_plan(plan: RunPlan, as_json: bool) -> None:
+    """`run --dry-run`: each stage, what it would do and why."""
+    if as_json:
+        print_json(plan.as_json())
+        return
+    table = Table(title=f"plan {plan.run_id} ({plan.summary()})")
+    for column in ("stage", "component", "action", "why"):
+        table.add_column(column, no_wrap=column != "why")
+    for step in plan.steps:
+        action = f"{step.action} (in {step.fused_after}'s job)" if step.fused_after \
+            else step.action
+        table.add_row(step.stage, step.component, action, step.reason)
+    out.print(table, highlight=False)
 
 
 @app.command()
@@ -286,7 +324,8 @@ def _print_problems(checks: list[StageCheck], where: Console) -> bool:
     return all(c.ok for c in checks)
 
 
-def _progress(spec):
+def _progress(spec: PipelineSpec) -> Any:
+    """A live progress bar per stage on a terminal: a subscriber of the run's events."""
     progress = Progress(SpinnerColumn(), TextColumn("{task.description:<16}"),
                         TextColumn("{task.fields[records]:>12,} records"), TimeElapsedColumn(),
                         console=err, transient=True,
@@ -294,33 +333,38 @@ def _progress(spec):
     tasks = {s.name: progress.add_task(s.name, records=0) for s in spec.stages}
 
     class Tracker:
-        def __enter__(self):
+        def __enter__(self) -> Tracker:
             progress.start()
             return self
 
-        def __exit__(self, *exc):
+        def __exit__(self, *exc: object) -> None:
             progress.stop()
 
-        def __call__(self, stage: str, counts: Counts) -> None:
-            progress.update(tasks[stage], records=counts.records_out)
+        def __call__(self, event: Event) -> None:
+            if isinstance(event, BlocksDone | StageCommitted | StageReused):
+                progress.update(tasks[event.stage or ""], records=event.counts.records_out)
+            elif isinstance(event, RecordsConsumed):
+                progress.update(tasks[event.stage or ""], records=event.records)
 
     return Tracker()
 
 
-def _print_reports(reports: list[StageReport], seconds: float) -> None:
+def _print_stages(document: dict[str, Any] | None, seconds: float) -> None:
+    """The stage table, from the run as the store recorded it (as `runs show` prints it)."""
     table = Table(title=f"stages ({seconds:.1f} s)")
-    for column in ("stage", "component", "in", "out", "filtered", "exploded",
-                   "dead-lettered", "seq", "s", "records/s", "waited in", "waited out"):
-        table.add_column(column, justify="left" if column in ("stage", "component") else "right")
-    for r in reports:
-        c = r.counts
-        rate = f"{c.records_in / r.seconds:,.0f}" if r.seconds else "-"
-        seq = f"{r.seq_min}..{r.seq_max}" if r.seq_min is not None else "-"
-        table.add_row(r.stage, r.component, f"{c.records_in:,}", f"{c.records_out:,}",
-                      f"{c.filtered:,}", f"{c.exploded:,}", f"{c.dead_lettered:,}", seq,
-                      f"{r.seconds:.2f}", rate, f"{r.waited_input:.2f}",
-                      f"{r.waited_output:.2f}")
-    out.print(table)
+    for column in ("stage", "status", "in", "out", "filtered", "dead-lettered", "s",
+                   "records/s", "waited in", "waited out", "why"):
+        table.add_column(column, justify="left" if column in ("stage", "status", "why")
+                         else "right")
+    for s in (document or {}).get("stages", []):
+        seconds_, records = s["seconds"] or 0.0, s["records_in"] or 0
+        busy = seconds_ - (s["waited_input"] or 0.0) - (s["waited_output"] or 0.0)
+        rate = f"{records / busy:,.0f}" if busy > 0 and s["status"] == "succeeded" else "-"
+        table.add_row(s["name"], s["status"], f"{records:,}", f"{s['records_out'] or 0:,}",
+                      f"{s['filtered'] or 0:,}", f"{s['dead_lettered'] or 0:,}",
+                      f"{seconds_:.2f}", rate, f"{s['waited_input'] or 0:.2f}",
+                      f"{s['waited_output'] or 0:.2f}", s.get("reason") or "")
+    out.print(table, highlight=False)
 
 
 # Beam options are recorded with the run (the run store, the dashboard): never a secret.

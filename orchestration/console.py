@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from rich.cells import cell_len
@@ -19,8 +17,9 @@ from rich.segment import Segments
 from rich.table import Table
 from rich.text import Text
 
+from seqline.orchestration.failures import error_line, has_worker_traceback
 from seqline.orchestration.options import output
-from seqline.pipeline.errors import SeqlineError, StageError
+from seqline.pipeline.errors import SeqlineError
 
 __all__ = ["UNBOUNDED_WIDTH", "Column", "console", "fitted_table", "format_count",
            "format_metric", "format_rate", "format_seconds", "format_time", "one_line",
@@ -197,40 +196,10 @@ def stdout_to_stderr(redirect: bool = True) -> Iterator[None]:
         os.close(saved)
 
 
-WORKER_TRACEBACK = "\n\nWorker traceback:\n"  # how a StageError carries the worker's traceback
-
-
 def one_line(exc: SeqlineError) -> str:
-    """A failure as one line, led by its stage (and seq) when its message does not name them,
-    and naming the user's file and line instead of the worker's traceback (that is for
-    --debug): a CI log is grepped, a traceback is read only when reporting a bug."""
-    message = str(exc)
-    head = message.split(WORKER_TRACEBACK)[0]
-    if isinstance(exc, StageError):
-        if exc.seq is not None and "seq" not in head:
-            message = f"seq {exc.seq}: {message}"
-        if exc.stage and repr(exc.stage) not in head and f"stage {exc.stage}" not in head:
-            message = f"stage {exc.stage!r}: {message}"
-    return _without_traceback(message)
-
-
-def _without_traceback(message: str) -> str:
-    head, sep, text = message.partition(WORKER_TRACEBACK)
-    if not sep or output.debug:
-        return message
-    first = text.split("\n\nDuring handling of the above exception")[0]
-    frames = re.findall(r'File "([^"]+)", line (\d+)', first)
-    own = [f for f in frames if _users(f[0])] or frames  # the user's line, not pyarrow's
-    at = f" (at {own[-1][0]}, line {own[-1][1]})" if own else ""
-    return f"{head.rstrip()}{at}. Run with --debug for the traceback."
-
-
-SEQLINE_CODE = tuple(Path(__file__).resolve().parents[1] / part
-                     for part in ("pipeline", "components", "orchestration"))
-
-
-def _users(file: str) -> bool:
-    """A frame in the user's own code: a real file, not seqline's nor an installed library's."""
-    path = Path(file)
-    return (path.is_absolute() and "site-packages" not in path.parts
-            and not any(path.resolve().is_relative_to(own) for own in SEQLINE_CODE))
+    """A failure as one line (the line the run store keeps, failures.error_line): a CI log
+    is grepped, a traceback is read only when reporting a bug. With --debug, whole."""
+    if output.debug:
+        return str(exc)
+    hint = ". Run with --debug for the traceback." if has_worker_traceback(exc) else ""
+    return error_line(exc) + hint

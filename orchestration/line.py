@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from seqline.components.tfrecords import read_feed
+from seqline.orchestration.events import Subscriber, WaitEnded, WaitStarted
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import ConfigError, StageError, disk_full, disk_full_message
 from seqline.pipeline.feed import ShardFeed
@@ -35,41 +36,61 @@ class Stopped(Exception):
 
 class Belt(Generic[T]):
     """A bounded queue of blocks from one stage to the next, timing the waits at both ends
-    (or of block results, from the job that a chained stage runs in: executor._Link)."""
+    (or of block results, from the engine job that a fused stage runs in).
 
-    def __init__(self, capacity: int, stop: threading.Event) -> None:
+    A wait longer than one poll is published as it starts and ends, on the waiting stage:
+    `producer` waiting on `output`, `consumer` on `input`.
+    """
+
+    def __init__(self, capacity: int, stop: threading.Event, producer: str = "",
+                 consumer: str = "", publish: Subscriber | None = None) -> None:
         if capacity < 1:
             raise ConfigError(f"--queue must be at least 1 block, got {capacity}.")
         self._queue: queue.Queue = queue.Queue(capacity)
         self._stop = stop
+        self._waiting = {"output": producer, "input": consumer}
+        self._publish = publish
         self.waited_put = 0.0  # the producer, blocked on a full belt
         self.waited_get = 0.0  # the consumer, blocked on an empty belt
 
+    def _waited(self, on: str, start: float, polls: int) -> float:
+        seconds = time.perf_counter() - start
+        if polls and self._publish is not None:
+            self._publish(WaitEnded(stage=self._waiting[on], on=on, seconds=seconds))
+        return seconds
+
+    def _poll(self, on: str, polls: int) -> None:
+        """One poll timed out: say the wait started (once), or stop with the line."""
+        if self._stop.is_set():
+            raise Stopped from None
+        if polls == 1 and self._publish is not None:
+            self._publish(WaitStarted(stage=self._waiting[on], on=on))
+
     def put(self, item: T) -> None:
-        start = time.perf_counter()
+        start, polls = time.perf_counter(), 0
         while True:
             try:
                 self._queue.put(item, timeout=_POLL)
                 break
             except queue.Full:
-                if self._stop.is_set():
-                    raise Stopped from None
-        self.waited_put += time.perf_counter() - start
+                polls += 1
+                self._poll("output", polls)
+        self.waited_put += self._waited("output", start, polls)
 
     def close(self) -> None:
         self.put(_END)  # type: ignore[arg-type]  # the end mark, never yielded
 
     def __iter__(self) -> Iterator[T]:
         while True:
-            start = time.perf_counter()
+            start, polls = time.perf_counter(), 0
             while True:
                 try:
                     item = self._queue.get(timeout=_POLL)
                     break
                 except queue.Empty:
-                    if self._stop.is_set():
-                        raise Stopped from None
-            self.waited_get += time.perf_counter() - start
+                    polls += 1
+                    self._poll("input", polls)
+            self.waited_get += self._waited("input", start, polls)
             if item is _END:
                 return
             yield item
@@ -89,7 +110,6 @@ class AssemblyLine:
         self._feeds: dict[str, ShardFeed] = {}
         self._announced: dict[str, Future] = {}
         self._committed: dict[str, Future] = {}
-        self.feed_waits: dict[str, float] = {}
 
     def add_stage(self, stage: str, feed: ShardFeed | None = None) -> None:
         self._announced[stage], self._committed[stage] = Future(), Future()
@@ -139,21 +159,25 @@ class AssemblyLine:
     def committed(self, stage: str) -> Folder:
         return self._committed[stage].result()
 
+    def is_committed(self, stage: str) -> bool:
+        future = self._committed.get(stage)
+        return future is not None and future.done() and future.exception() is None
+
+    @property
+    def failed_stage(self) -> str | None:
+        """The stage whose failure stopped the line (the first), if one did."""
+        return self._errors[0][0] if self._errors else None
+
     def feed(self, stage: str) -> ShardFeed:
         if stage not in self._feeds:
             raise ConfigError(f"stage {stage!r} does not store records, so no later stage can "
                               "read them; read a tfrecord_write or preprocess stage.")
         return self._feeds[stage]
 
-    def blocks_of(self, stage: str, reader: str) -> Iterator[Block]:
-        """Stage `stage`'s stored records as blocks, one per shard, as they are written.
-
-        The time spent waiting for shards not written yet is added to `feed_waits[reader]`.
-        """
-        def waited(seconds: float) -> None:
-            self.feed_waits[reader] = self.feed_waits.get(reader, 0.0) + seconds
-
-        for index, batch in enumerate(read_feed(self.feed(stage), on_wait=waited)):
+    def blocks_of(self, stage: str, on_wait: Callable[[float], None]) -> Iterator[Block]:
+        """Stage `stage`'s stored records as blocks, one per shard, as they are written;
+        `on_wait` is told each wait for a shard not written yet, in seconds."""
+        for index, batch in enumerate(read_feed(self.feed(stage), on_wait=on_wait)):
             yield Block(index, batch)
 
     def join(self, order: list[str]) -> None:

@@ -1,4 +1,5 @@
-"""Writing a run into the run store as it goes: stages, artifacts and lineage, samples, beats."""
+"""The run store as a subscriber of a run's events: stages, artifacts and lineage, the events
+themselves, and per-second samples of every running stage."""
 
 from __future__ import annotations
 
@@ -7,152 +8,314 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from seqline.orchestration.cache import artifact_checksum
+from seqline.orchestration.events import (
+    BlockRetried,
+    BlocksDone,
+    Event,
+    Occupancy,
+    RecordsConsumed,
+    RunEnded,
+    RunStarted,
+    StageCommitted,
+    StageFailed,
+    StageReused,
+    StageSkipped,
+    StageStarted,
+    WaitEnded,
+    WaitStarted,
+)
+from seqline.orchestration.plan import RunPlan
 from seqline.orchestration.store import RunStore
 from seqline.pipeline.errors import SeqlineError, StageError
-from seqline.pipeline.specs import ComponentSpec, StageSpec
-
-if TYPE_CHECKING:
-    from seqline.orchestration.executor import StageReport
-    from seqline.orchestration.runners import Runner
+from seqline.pipeline.specs import ComponentSpec, PipelineSpec
 
 __all__ = ["RunRecorder"]
 
 log = logging.getLogger("seqline")
 
-# One sample per running stage a second is what a live chart needs; writes go in batches
-# every FLUSH_SECONDS (short transactions while readers read) and carry the heartbeat, which
-# the store's reaper calls stale after 30 s.
-SAMPLE_SECONDS = 1.0
+# Writes go in batches every FLUSH_SECONDS (short transactions while readers read) and carry
+# the heartbeat, which the store's reaper calls stale after 30 s.
 FLUSH_SECONDS = 2.0
+# Published once per block or per training batch: kept in the samples (one per stage and
+# sampling interval), not one row each in the events table.
+COALESCED = (BlocksDone, Occupancy, RecordsConsumed, WaitStarted, WaitEnded)
+
+
+@dataclass
+class _Live:
+    """A running stage as the events told it, since its last sample."""
+
+    stage_run_id: int
+    records: int = 0
+    waited_input: float = 0.0
+    waited_output: float = 0.0
+    ended_waits: float = 0.0  # driver stages: waits published as they ended
+    waiting: dict[str, float] | None = None  # "input"/"output" -> since (perf_counter)
+    in_flight: int = 0
+    max_in_flight: int = 0  # over the whole stage (the peaks below are per sample)
+    peak_in_flight: int = 0
+    held: int = 0
+    peak_held: int = 0
+    retries: int = 0
+    started: float = 0.0  # perf_counter
+    sampled: tuple[float, int] = (0.0, 0)  # when, and records then
 
 
 class RunRecorder:
-    """One run's record in the store, kept current by the stage threads and a sampler.
+    """One run's record in the store, written from its events.
 
-    Stage threads call `started`, `committed` and `reused`; a daemon thread samples every
-    running stage about once a second (records done, rows/s, waits, blocks in flight,
-    reorder-buffer occupancy) and writes the samples and a heartbeat in batches.
+    Stage rows are written as stages are planned, start, commit, fail or are skipped; a
+    daemon thread samples every running stage about every `sample_seconds` (records done,
+    rows/s, waits, the peaks of blocks in flight and held in the reorder buffer) and writes
+    the samples, the events and a heartbeat in batches.
     """
 
-    def __init__(self, store: RunStore, run_id: str, components: dict[str, ComponentSpec[Any]],
-                 keys: dict[str, str], sample_seconds: float | None = SAMPLE_SECONDS) -> None:
-        self.store, self.run_id, self.components, self.keys = store, run_id, components, keys
-        self.sample_seconds = sample_seconds
+    def __init__(self, store: RunStore, plan: RunPlan, spec: PipelineSpec,
+                 components: dict[str, ComponentSpec[Any]]) -> None:
+        self.store, self.plan, self.spec, self.components = store, plan, spec, components
+        self.run_id = plan.run_id
+        self.sample_seconds = plan.options.sample_seconds
         self._ids: dict[str, int] = {}
-        self._running: dict[str, StageReport] = {}
-        self._last: dict[str, tuple[float, int]] = {}
+        self._live: dict[str, _Live] = {}
+        self._events: list[dict[str, Any]] = []
+        self._samples: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unrecorded: list[tuple[str, str]] = []  # (what, the store's error)
-        self.runner: Runner | None = None
         # A resumed run's stages have attempts already: a stage run again is the next one.
-        self._attempts = {s["name"]: s["attempts"] for s in store.show_run(run_id)["stages"]}
+        self._attempts = {s["name"]: s["attempts"] for s in store.show_run(self.run_id)["stages"]}
 
-    def plan(self, stages: list[StageSpec[Any]], skip: set[str]) -> None:
-        """Every stage that will run, pending, in pipeline order (before any starts)."""
-        for stage in stages:
-            if stage.name not in skip:
-                self._ids[stage.name] = self.store.start_stage(
-                    self.run_id, stage.name, stage.component, status="pending",
-                    params=stage.params.model_dump(mode="json"),
-                    cache_key=self.keys.get(stage.name),
-                    attempt=self._attempts.get(stage.name, 0) + 1)
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, COALESCED):
+            self._follow(event)
+            return
+        with self._lock:
+            self._events.append({"run_id": self.run_id, "t": event.t, "stage": event.stage,
+                                 "kind": event.kind, "body": event.body()})
+        handle = self._HANDLERS.get(type(event))
+        if handle is not None:
+            handle(self, event)
 
-    def start(self, runner: Runner) -> None:
-        """Begin sampling and beating (until `close`)."""
-        self.runner = runner
+    # -- the run ----------------------------------------------------------------------------
+
+    def _run_started(self, event: RunStarted) -> None:
+        """A row for every stage that runs or is reused, pending, in plan order (a stage kept
+        from the resumed attempt has its row); then sampling begins."""
+        for step in self.plan.steps:
+            if step.action == "keep":
+                continue
+            stage = self.spec.stage(step.stage)
+            with self._storing("that the stage is planned", step.stage):
+                self._ids[step.stage] = self.store.start_stage(
+                    self.run_id, step.stage, step.component, status="pending",
+                    params=stage.params.model_dump(mode="json"), cache_key=step.cache_key,
+                    attempt=self._attempts.get(step.stage, 0) + 1, reason=step.reason,
+                    key_parts=dict(step.key_parts or {}))
         self._thread = threading.Thread(target=self._loop, daemon=True, name="seqline-recorder")
         self._thread.start()
 
-    def started(self, stage: StageSpec[Any], report: StageReport) -> None:
-        stage_run = self._ids.get(stage.name)
-        with self._storing("that the stage started", stage.name):
-            if stage_run is None:
-                stage_run = self.store.start_stage(
-                    self.run_id, stage.name, stage.component,
-                    params=stage.params.model_dump(mode="json"),
-                    cache_key=self.keys.get(stage.name),
-                    attempt=self._attempts.get(stage.name, 0) + 1)
-            else:
-                self.store.begin_stage(stage_run)
-        with self._lock:
-            self._ids[stage.name] = stage_run
-            self._running[stage.name] = report
-            self._last[stage.name] = (time.perf_counter(), 0)
+    def _run_ended(self, event: RunEnded) -> None:
+        """Stop sampling, write what is left, and record how the run ended."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._flush()
 
-    def committed(self, stage: StageSpec[Any], report: StageReport, manifest: dict[str, Any],
-                  source: Path | None, cached_from: str | None = None) -> None:
-        """A stage committed (or was taken from the cache): its account, artifact, lineage."""
-        if stage.name not in self._ids:
-            self.started(stage, report)
-        with self._lock:
-            self._running.pop(stage.name, None)
-        with self._storing("what the stage committed", stage.name):
-            self._committed(stage, report, manifest, source, cached_from)
+        def finish() -> None:
+            self.store.finish_run(self.run_id, event.status, error_stage=event.error_stage,
+                                  error_seq=event.error_seq, error_message=event.message,
+                                  error_traceback=event.traceback)
+        if event.status == "succeeded":  # a run the store does not know succeeded has not
+            with self._storing("that the run succeeded"):
+                finish()
+            return
+        self._record_failure("the run was cancelled" if event.status == "cancelled"
+                             else f"the run {event.status}", finish)
+        if self._unrecorded:  # one line for all of them: the cause is the same
+            what, cause = ", ".join(w for w, _ in self._unrecorded), self._unrecorded[-1][1]
+            log.warning("run %s: the run store could not record that %s (%s); `seqline runs` "
+                        "will call the run interrupted once this process ends", self.run_id,
+                        what, cause)
 
-    def _committed(self, stage: StageSpec[Any], report: StageReport, manifest: dict[str, Any],
-                   source: Path | None, cached_from: str | None) -> None:
-        stage_run = self._ids[stage.name]
-        self.store.finish_stage(
-            stage_run, "cached" if cached_from else "succeeded", counts=asdict(report.counts),
-            seconds=report.seconds, waited_input=report.waited_input,
-            waited_output=report.waited_output, max_in_flight=report.max_in_flight,
-            cached_from=cached_from, block_retries=manifest.get("block_retries"))
-        path = (report.path or Path()).resolve()
-        self.store.record_artifact(stage_run, "output", str(path), self._kind(stage),
+    # -- stages -----------------------------------------------------------------------------
+
+    def _stage_started(self, event: StageStarted) -> None:
+        name = event.stage or ""
+        with self._storing("that the stage started", name):
+            self.store.begin_stage(self._ids[name])
+        with self._lock:
+            self._live[name] = _Live(self._ids[name], started=time.perf_counter(),
+                                     sampled=(time.perf_counter(), 0))
+
+    def _stage_reused(self, event: StageReused) -> None:
+        """A stage reused from a cached run: about 0 s now, from that run, and its artifact.
+        A stage kept from the resumed attempt keeps its row, marked as kept."""
+        name = event.stage or ""
+        if event.action == "keep":
+            with self._storing("that the stage is kept", name):
+                self.store.note_stage(self.run_id, name, self.plan.step(name).reason)
+            return
+        with self._storing("what the stage reused", name):
+            self.store.finish_stage(self._ids[name], "cached", counts=asdict(event.counts),
+                                    seconds=0.0, waited_input=0.0, waited_output=0.0,
+                                    max_in_flight=0, cached_from=event.reused_from)
+            self._artifacts(name, event.path, event.manifest or {})
+
+    def _stage_committed(self, event: StageCommitted) -> None:
+        name = event.stage or ""
+        self._end_sampling(name)
+        with self._storing("what the stage committed", name):
+            self.store.finish_stage(
+                self._ids[name], "succeeded", counts=asdict(event.counts),
+                seconds=event.seconds, waited_input=event.waited_input,
+                waited_output=event.waited_output, max_in_flight=event.max_in_flight,
+                block_retries=event.block_retries)
+            self._artifacts(name, event.path, event.manifest or {})
+
+    def _artifacts(self, name: str, path: Any, manifest: dict[str, Any]) -> None:
+        """The stage's output artifact, the one it read, its epochs and evaluation."""
+        stage_run, step = self._ids[name], self.plan.step(name)
+        folder = (path or Path()).resolve()
+        self.store.record_artifact(stage_run, "output", str(folder),
+                                   self.components[step.component].writes,
                                    manifest.get("records_out"), _bytes(manifest),
-                                   artifact_checksum(path, _hashed(manifest)))
-        if source is not None:
-            self.store.record_artifact(stage_run, "input", str(source.resolve()), "", None, None,
-                                       None)
+                                   artifact_checksum(folder, _hashed(manifest)))
+        if step.source is not None:
+            source = folder.parent / step.source
+            self.store.record_artifact(stage_run, "input", str(source), "", None, None, None)
         if manifest.get("epochs"):
             self.store.add_epochs(stage_run, manifest["epochs"])
         if "metrics" in manifest and "slices" in manifest:
             self.store.add_eval_metrics(stage_run, manifest["metrics"], manifest["slices"],
                                         blessed=manifest.get("blessed"))
 
-    def failed(self, stage: str, report: StageReport, error: BaseException) -> None:
-        """The run stopped before this stage committed: it failed, or never started."""
+    def _stage_failed(self, event: StageFailed) -> None:
+        self._stage_ended(event.stage or "", "failed", error=event.message)
+
+    def _stage_skipped(self, event: StageSkipped) -> None:
+        self._stage_ended(event.stage or "", "skipped", reason=event.reason)
+
+    def _stage_ended(self, name: str, status: str, error: str | None = None,
+                     reason: str | None = None) -> None:
+        """A stage that did not commit: its account so far, and the error or the reason."""
+        live = self._end_sampling(name)
+        stage_run = self._ids.get(name)
+        if stage_run is None:  # (a stage the plan did not run)
+            return
+        now = time.perf_counter()
+        waited_in, waited_out = self._waits(live, now) if live else (0.0, 0.0)
+        self._record_failure(f"stage {name} ended", lambda: self.store.finish_stage(
+            stage_run, status, counts={"records_in": live.records if live else 0},
+            seconds=now - live.started if live else 0.0, waited_input=waited_in,
+            waited_output=waited_out, max_in_flight=live.max_in_flight if live else 0,
+            error=error, block_retries=live.retries if live else None, reason=reason))
+
+    _HANDLERS: dict[type, Callable[[RunRecorder, Any], None]] = {
+        RunStarted: _run_started, RunEnded: _run_ended, StageStarted: _stage_started,
+        StageReused: _stage_reused, StageCommitted: _stage_committed,
+        StageFailed: _stage_failed, StageSkipped: _stage_skipped,
+        BlockRetried: lambda self, e: self._follow(e),
+    }
+
+    # -- live figures -----------------------------------------------------------------------
+
+    def _follow(self, event: Event) -> None:
+        """Keep a running stage's live figures (each sample takes them, and the peaks)."""
         with self._lock:
-            begun = self._running.pop(stage, None) is not None
-            stage_run = self._ids.get(stage)
-        if stage_run is not None:
-            self._record_failure(f"stage {stage} ended", lambda: self.store.finish_stage(
-                stage_run, "failed" if begun else "skipped", counts=asdict(report.counts),
-                seconds=report.seconds, waited_input=report.waited_input,
-                waited_output=report.waited_output, max_in_flight=report.max_in_flight,
-                error=_one_line(error), block_retries=self._retries(stage)))
+            live = self._live.get(event.stage or "")
+            if live is None:
+                return
+            if isinstance(event, BlocksDone):
+                live.records = event.counts.records_in
+                live.waited_input, live.waited_output = event.waited_input, event.waited_output
+            elif isinstance(event, RecordsConsumed):
+                live.records = max(live.records, event.records)
+            elif isinstance(event, Occupancy):
+                live.in_flight, live.held = event.in_flight, event.held
+                live.peak_in_flight = max(live.peak_in_flight, event.in_flight)
+                live.max_in_flight = max(live.max_in_flight, event.in_flight)
+                live.peak_held = max(live.peak_held, event.held)
+            elif isinstance(event, WaitStarted):
+                live.waiting = {**(live.waiting or {}), event.on: time.perf_counter()}
+            elif isinstance(event, WaitEnded):
+                (live.waiting or {}).pop(event.on, None)
+                if event.on == "input":
+                    live.ended_waits += event.seconds
+            elif isinstance(event, BlockRetried):
+                live.retries += 1
 
-    def close(self, status: str, error: BaseException | None = None) -> None:
-        """Stop sampling, write what is left, and record how the run ended."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        stage = error.stage if isinstance(error, StageError) else None
-        seq = error.seq if isinstance(error, StageError) else None
+    @staticmethod
+    def _waits(live: _Live, now: float) -> tuple[float, float]:
+        """Seconds waited on input and on output so far, a wait still under way included."""
+        waiting = live.waiting or {}
+        waited_in = max(live.waited_input, live.ended_waits) \
+            + (now - waiting["input"] if "input" in waiting else 0.0)
+        waited_out = live.waited_output + (now - waiting["output"] if "output" in waiting
+                                           else 0.0)
+        return waited_in, waited_out
 
-        def finish() -> None:
-            self.store.finish_run(self.run_id, status, error_stage=stage, error_seq=seq,
-                                  error_message=_one_line(error) if error else None)
-        if error is None:  # a run the store does not know succeeded has not: an error
-            with self._storing("that the run succeeded"):
-                finish()
-        else:
-            self._record_failure("the run was cancelled" if status == "cancelled"
-                                 else f"the run {status}", finish)
-            if self._unrecorded:  # one line for all of them: the cause is the same
-                what, cause = ", ".join(w for w, _ in self._unrecorded), self._unrecorded[-1][1]
-                log.warning("run %s: the run store could not record that %s (%s); `seqline "
-                            "runs` will call the run interrupted once this process ends",
-                            self.run_id, what, cause)
+    def _sample(self, name: str, live: _Live, now: float) -> dict[str, Any]:
+        """One sample: the stage's figures now, the peaks since the last one (then reset)."""
+        waited_in, waited_out = self._waits(live, now)
+        before, done_before = live.sampled
+        live.sampled = (now, live.records)
+        row = {"stage_run_id": live.stage_run_id, "t": time.time(),
+               "records_done": live.records, "waited_input": waited_in,
+               "waited_output": waited_out, "in_flight": live.peak_in_flight,
+               "reorder_held": live.peak_held,
+               "rows_per_s": (live.records - done_before) / max(now - before, 1e-9)}
+        live.peak_in_flight, live.peak_held = live.in_flight, live.held
+        self._events.append({"run_id": self.run_id, "t": row["t"], "stage": name,
+                             "kind": "progress", "body": {
+                                 k: row[k] for k in ("records_done", "rows_per_s",
+                                                     "waited_input", "waited_output",
+                                                     "in_flight", "reorder_held")}})
+        return row
+
+    def _end_sampling(self, name: str) -> _Live | None:
+        """A stage that ends gets a last sample, so that one shorter than a sampling interval
+        still shows its figures (and its peaks) on a chart."""
+        with self._lock:
+            live = self._live.pop(name, None)
+            if live is not None and self.sample_seconds:
+                self._samples.append(self._sample(name, live, time.perf_counter()))
+        return live
+
+    def _loop(self) -> None:
+        flushed = time.perf_counter()
+        while not self._stop.wait(self.sample_seconds or FLUSH_SECONDS):
+            if self.sample_seconds:
+                with self._lock:
+                    now = time.perf_counter()
+                    self._samples.extend(self._sample(n, live, now)
+                                         for n, live in self._live.items())
+            if time.perf_counter() - flushed >= FLUSH_SECONDS:
+                self._flush()
+                flushed = time.perf_counter()
+
+    def _flush(self) -> None:
+        """Write samples, events and a heartbeat. Charts are not worth a run: if the store
+        cannot take them (locked for longer than its timeout, a full disk), say so, go on."""
+        with self._lock:
+            samples, events = self._samples, self._events
+            self._samples, self._events = [], []
+        try:
+            self.store.add_samples(samples)
+            self.store.add_events(events)
+            self.store.heartbeat(self.run_id)
+        except Exception as exc:  # the store's own errors vary by database driver
+            log.warning("run %s: the run store could not record progress: %s", self.run_id,
+                        _store_error(exc))
+
+    # -- when the store fails ---------------------------------------------------------------
 
     @contextmanager
     def _storing(self, what: str, stage: str | None = None) -> Iterator[None]:
@@ -176,84 +339,13 @@ class RunRecorder:
         try:
             write()
         except Exception as exc:  # the store's own errors vary by database driver
-            self._unrecorded.append((what, _store_error(exc)))  # said once, in close()
-
-    def _kind(self, stage: StageSpec[Any]) -> str:
-        return self.components[stage.component].writes
-
-    def _loop(self) -> None:
-        pending: list[dict[str, Any]] = []
-        flushed = time.perf_counter()
-        while not self._stop.wait(self.sample_seconds or FLUSH_SECONDS):
-            if self.sample_seconds:
-                pending.extend(self._sample())
-            if time.perf_counter() - flushed >= FLUSH_SECONDS:
-                self._flush(pending)
-                pending, flushed = [], time.perf_counter()
-        if self.sample_seconds:
-            pending.extend(self._sample())
-        self._flush(pending)
-
-    def _flush(self, samples: list[dict[str, Any]]) -> None:
-        """Write samples and a heartbeat. Charts are not worth a run: if the store cannot
-        take them (locked for longer than its timeout, a full disk), say so and go on."""
-        try:
-            if samples:
-                self.store.add_samples(samples)
-            self.store.heartbeat(self.run_id)
-        except Exception as exc:  # the store's own errors vary by database driver
-            log.warning("run %s: the run store could not record progress: %s", self.run_id,
-                        _store_error(exc))
-
-    def _sample(self) -> list[dict[str, Any]]:
-        now, rows = time.perf_counter(), []
-        with self._lock:
-            running = list(self._running.items())
-        for name, report in running:
-            done = records_done(report)
-            before, done_before = self._last.get(name, (now, 0))
-            self._last[name] = (now, done)
-            waited_in, waited_out = report.live_waits() if report.live_waits else (
-                report.waited_input, report.waited_output)
-            in_flight, held = self._occupancy(name)
-            rows.append({"stage_run_id": self._ids[name], "t": time.time(),
-                         "records_done": done, "waited_input": waited_in,
-                         "waited_output": waited_out, "in_flight": in_flight,
-                         "reorder_held": held,
-                         "rows_per_s": (done - done_before) / max(now - before, 1e-9)})
-        return rows
-
-    def _retries(self, stage: str) -> int | None:
-        return self.runner.block_retries.get(stage) if self.runner is not None else None
-
-    def _occupancy(self, stage: str) -> tuple[int, int]:
-        runner = self.runner
-        if runner is None:
-            return 0, 0
-        return runner.in_flight.get(stage, 0), runner.held.get(stage, 0)
+            self._unrecorded.append((what, _store_error(exc)))  # said once, as the run ends
 
 
 def _store_error(exc: Exception) -> str:
     """The database's own words, on one line: SQLAlchemy's message adds the statement and its
     parameters, which are no help to a user and may hold a record's text."""
     return " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
-
-
-def records_done(report: StageReport) -> int:
-    """The records a running stage has consumed so far.
-
-    A data stage's counts grow block by block. A driver stage (train, batching) sets its
-    counts only when it ends; while it runs, its progress is what it reports through the
-    report's `live_records` callable (train: the examples fed so far, over all epochs), when
-    the executor gives it one.
-    """
-    live = getattr(report, "live_records", None)  # None: this stage reports no progress
-    if callable(live):
-        try:
-            return max(int(live()), report.counts.records_in)
-        except Exception as exc:  # a chart is not worth a run
-            log.debug("%s: reading its progress failed: %s", report.stage, exc)
-    return report.counts.records_in
 
 
 def _hashed(manifest: dict[str, Any]) -> dict[str, str]:
@@ -265,9 +357,3 @@ def _hashed(manifest: dict[str, Any]) -> dict[str, str]:
 def _bytes(manifest: dict[str, Any]) -> int | None:
     shards = manifest.get("shards")
     return sum(s["bytes"] for s in shards) if shards else None
-
-
-def _one_line(error: BaseException | None) -> str:
-    text = f"{type(error).__name__}: {error}" if error is not None else ""
-    return " ".join(text.split())[:2000]  # one line a person can paste into a search box
-

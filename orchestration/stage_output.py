@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from seqline.components import COMPONENTS
 from seqline.components.tfrecords import schema_to_text
+from seqline.orchestration.events import BlockRetried, Event, Occupancy
 from seqline.pipeline.audit import SeqDigest
 from seqline.pipeline.blocks import seq_of
 from seqline.pipeline.deadletters import DeadLetterFile
@@ -17,7 +22,10 @@ from seqline.pipeline.specs import StageSpec
 from seqline.pipeline.stage import BlockResult, Counts
 from seqline.pipeline.storage import Folder
 
-__all__ = ["StageOutput"]
+if TYPE_CHECKING:
+    from seqline.orchestration.runners import Runner
+
+__all__ = ["StageOutput", "Tally", "manifest_of"]
 
 
 class StageOutput:
@@ -86,3 +94,55 @@ class StageOutput:
 
 def _describe(schema: pa.Schema) -> str:
     return ", ".join(f"{f.name}: {f.type}" for f in schema)
+
+
+class Tally:
+    """A subscriber: per stage, the most blocks in flight and the blocks run again, for the
+    stage's manifest (the runner publishes them; it keeps no figures)."""
+
+    def __init__(self) -> None:
+        self._peaks: dict[str, int] = {}
+        self._retries: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        name = event.stage or ""
+        if isinstance(event, Occupancy):
+            with self._lock:
+                self._peaks[name] = max(self._peaks.get(name, 0), event.in_flight)
+        elif isinstance(event, BlockRetried):
+            with self._lock:
+                self._retries[name] = self._retries.get(name, 0) + 1
+
+    def peak(self, stage: str) -> int:
+        return self._peaks.get(stage, 0)
+
+    def retries(self, stage: str) -> int:
+        return self._retries.get(stage, 0)
+
+
+def manifest_of(stage: StageSpec[Any], source: str | None, runner: Runner, counts: Counts,
+                blocks: int, seq_min: int | None, seq_max: int | None, seconds: float,
+                started: float, waited_input: float, waited_output: float, peak: int,
+                retries: int, stored: dict[str, Any]) -> dict[str, Any]:
+    """A committed stage's manifest.json: its account, its output, and how it ran."""
+    return {
+        "stage": stage.name,
+        "component": stage.component,
+        "status": "succeeded",
+        **asdict(counts),
+        "blocks": blocks,
+        "seq_min": seq_min,
+        "seq_max": seq_max,
+        **stored,
+        "input": source,
+        "errors": stage.errors.model_dump() if stage.errors else None,
+        "seconds": round(seconds, 4),
+        "waited": {"input": round(waited_input, 4), "output": round(waited_output, 4)},
+        "timeline": {"started": started, "finished": time.time()},
+        "params": stage.params.model_dump(mode="json"),
+        "runner": {"name": runner.name, "workers": runner.workers, "window": runner.window},
+        "max_in_flight": peak,
+        "block_retries": retries,
+        "committed_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }

@@ -164,6 +164,14 @@ class ComponentSpec(Generic[P]):
     # Its output is its input, record for record and block for block (tfrecord_write): where
     # stages are batch jobs (Beam), the stage after it can run in the same job (map_chain).
     passes_every_record: bool = False
+    # It cuts its input into blocks of its own size (tfrecord_write: one per shard), so it
+    # cannot run inside the job of the stage before it.
+    cuts_blocks: bool = False
+    # Heavy libraries it imports in the driver process (the CLI keeps TensorFlow's start-up
+    # lines out of the run's output when a stage imports it).
+    driver_imports: tuple[str, ...] = ()
+    # A source's input files, for its cache key: files(stage, base_dir) -> paths or URLs.
+    files: Callable[[StageSpec[P], Path], list[str]] | None = None
     validate: Callable[[StageSpec[P], Path], None] | None = None
     verify: Callable[[Path, dict[str, Any], list[str]], None] | None = None
     # What else its output depends on, beyond its input and parameters, for its cache key:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,7 +42,7 @@ from fsspec.implementations.local import LocalFileSystem
 from seqline.pipeline.errors import ConfigError
 
 __all__ = ["Folder", "Location", "folder", "fspath", "is_remote", "local_copy", "open_root",
-           "staged_files"]
+           "remove", "staged_files", "write_atomically"]
 
 
 @dataclass(frozen=True)
@@ -247,3 +248,25 @@ def slug(url: str) -> str:
 def fspath(place: Folder) -> str:
     """The text a worker gets for a folder: a local path or a URL."""
     return os.fspath(place) if isinstance(place, Path) else place.url
+
+
+def write_atomically(place: Folder, text: str) -> None:
+    """Replace a small file whole: readers see the old text or the new, never a part.
+
+    Locally through a temporary file renamed into place; on an object store one PUT
+    replaces the object whole already.
+    """
+    if isinstance(place, Location):
+        place.write_text(text)
+        return
+    tmp = place.with_name(place.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(place)
+
+
+def remove(place: Folder) -> None:
+    """A folder and everything under it (a local tree, or every object under a prefix)."""
+    if isinstance(place, Location):
+        place.remove()
+    else:
+        shutil.rmtree(place)

@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Any, Protocol
 
+from seqline.orchestration.events import BlockRetried, Occupancy, Subscriber
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.reorder import ReorderBuffer
@@ -23,16 +24,16 @@ BACKOFF_SECONDS = 0.2
 
 
 class Runner(ABC):
-    """Runs `MapTask`s over blocks on some engine, at most `window` blocks in flight."""
+    """Runs `MapTask`s over blocks on some engine, at most `window` blocks in flight.
+
+    What it sees as it goes (blocks in flight and held for order, blocks run again) it
+    publishes as events (`publish`), per stage; it keeps no figures for others to read.
+    """
 
     name = "runner"
-    # Whether `map_chain` runs map stages one after the other on each block in one job. Only
-    # engines whose stages are batch jobs need it (Beam): elsewhere stages stream into each
-    # other already, each with its own window of workers.
-    chains_stages = False
-    max_in_flight: int  # blocks in flight at once, over all stages; per stage in `peaks`
 
-    def __init__(self, workers: int = 2, window: int | None = None) -> None:
+    def __init__(self, workers: int = 2, window: int | None = None,
+                 publish: Subscriber | None = None) -> None:
         if workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {workers}.")
         # 4x the workers: enough that one slow block (a straggler) does not idle the others,
@@ -41,14 +42,7 @@ class Runner(ABC):
         self.window = window or 4 * workers
         if self.window < 1:
             raise ConfigError(f"--window must be at least 1, got {self.window}.")
-        self.max_in_flight = 0
-        self.peaks: dict[str, int] = {}  # stages run concurrently in a line, so keyed by stage
-        # Now, per stage: blocks in flight, and results the reorder buffer holds back waiting
-        # for an earlier block (what the run store samples for the dashboard).
-        self.in_flight: dict[str, int] = {}
-        self.held: dict[str, int] = {}
-        # Per stage: blocks run again because their worker died (where the engine tells).
-        self.block_retries: dict[str, int] = {}
+        self.publish: Subscriber = publish or _ignore
 
     @abstractmethod
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
@@ -63,7 +57,9 @@ class Runner(ABC):
                   blocks: Iterable[Block]) -> Iterator[list[BlockResult]]:
         """Run `tasks` one after the other on every block; yield each block's results in block
         order, one per task that ran on it (a task does not run after one that failed or kept
-        no rows). Failures are returned, not raised. Only where `chains_stages`."""
+        no rows). Failures are returned, not raised. Only engines whose stages are batch
+        jobs (Beam) have it: elsewhere stages stream into each other already, each with its
+        own window of workers (see plan.FUSING_RUNNERS)."""
         raise NotImplementedError(f"the {self.name} runner does not chain stages")
 
     def close(self) -> None:  # noqa: B027 - engines without workers to release need nothing
@@ -115,16 +111,15 @@ def run_windowed(engine: Engine, task: MapTask, blocks: Iterable[Block], runner:
                     exhausted = True
                     break
                 pending[engine.submit(task, block)] = buffer.admit()
-                runner.max_in_flight = max(runner.max_in_flight, buffer.in_flight)
-                runner.peaks[task.stage] = max(runner.peaks.get(task.stage, 0), buffer.in_flight)
-                runner.in_flight[task.stage] = buffer.in_flight
+                runner.publish(Occupancy(stage=task.stage, in_flight=buffer.in_flight,
+                                         held=buffer.held))
             if not pending:
                 return
             for handle, result in engine.wait(list(pending)):
                 buffer.put(pending.pop(handle), result)
-            runner.held[task.stage] = buffer.held
+            held = buffer.held
             ready = buffer.pop_ready()
-            runner.in_flight[task.stage] = buffer.in_flight
+            runner.publish(Occupancy(stage=task.stage, in_flight=buffer.in_flight, held=held))
             for result in ready:
                 result.raise_if_failed()
                 yield result
@@ -135,7 +130,8 @@ def run_windowed(engine: Engine, task: MapTask, blocks: Iterable[Block], runner:
 
 def retry_after_death(runner: Runner, task: MapTask, block: Block, attempt: int) -> None:
     """Count, say and wait before running again a block whose worker died on `attempt`."""
-    runner.block_retries[task.stage] = runner.block_retries.get(task.stage, 0) + 1
+    runner.publish(BlockRetried(stage=task.stage, block=block.index, first_seq=block.first_seq,
+                                attempt=attempt + 1))
     log.warning("stage %r: the worker running block %d (first seq %s) died; running it again "
                 "(attempt %d of %d)", task.stage, block.index, block.first_seq, attempt + 1,
                 task.retries + 1)
@@ -150,3 +146,7 @@ def poisoned(stage: str, block: Block, attempts: int) -> BlockResult:
         "or the kernel's OOM killer). Run with --workers 1 to see it fail on its own.",
         stage=stage, block=block.index, seq=block.first_seq)
     return BlockResult(stage, block.index, block.first_seq, failure=StageFailure.of(error))
+
+
+def _ignore(event: object) -> None:
+    """Where a runner's events go when nobody listens."""

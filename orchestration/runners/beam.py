@@ -17,6 +17,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
+from seqline.orchestration.events import BlockRetried, Occupancy, Subscriber
 from seqline.orchestration.processes import scratch_dir, stop_children
 from seqline.orchestration.runners.base import Runner
 from seqline.orchestration.runners.beam_transforms import (
@@ -66,12 +67,11 @@ class BeamRunner(Runner):
     """
 
     name = "beam"
-    chains_stages = True
 
     def __init__(self, workers: int = 2, window: int | None = None,
                  mode: BeamMode = "multi_processing", options: list[str] | None = None,
-                 scratch: str | None = None) -> None:
-        super().__init__(workers, window)
+                 scratch: str | None = None, publish: Subscriber | None = None) -> None:
+        super().__init__(workers, window, publish)
         self.mode = mode
         self.options = list(options or [])
         given = scratch or PipelineOptions(self.options).get_all_options().get("temp_location")
@@ -105,16 +105,19 @@ class BeamRunner(Runner):
         try:
             indices = self._spill(blocks, f"{work}/in")
             outs = _outs(work, tasks)
-            for task in tasks:
-                self.peaks[task.stage] = min(len(indices), self._parallelism)
+            for task in tasks:  # the job's workers: every block is in flight until it ends
+                self.publish(Occupancy(stage=task.stage,
+                                       in_flight=min(len(indices), self._parallelism), held=0))
             for folder in [*outs, f"{work}/done"]:
                 fs, path = url_to_fs(folder)
                 fs.makedirs(path, exist_ok=True)
             self._run_surviving(tasks, work, indices)
             for task, out in zip(tasks, outs, strict=True):
                 # Markers left behind are attempts whose worker died (see _run_block).
-                if died := len(_attempt_markers(out)):
-                    self.block_retries[task.stage] = self.block_retries.get(task.stage, 0) + died
+                for _ in _attempt_markers(out):  # (which block and attempt: not told)
+                    self.publish(BlockRetried(stage=task.stage, block=None, first_seq=None,
+                                              attempt=None))
+                self.publish(Occupancy(stage=task.stage, in_flight=0, held=0))
             for index in indices:  # block order, whatever order the job finished them in
                 yield list(_results_of(index, outs))
         finally:
@@ -217,8 +220,6 @@ class BeamRunner(Runner):
         for block in blocks:
             put(f"{folder}/{block_name(block.index)}", batch_to_ipc(block.batch))
             indices.append(block.index)
-        in_flight: int = min(len(indices), self._parallelism)
-        self.max_in_flight = max(self.max_in_flight, in_flight)
         return indices
 
     @property

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from multiprocessing import context, forkserver, popen_forkserver, reduction, spawn, util
 from typing import Any, Literal
 
+from seqline.orchestration.events import Subscriber
 from seqline.orchestration.processes import scratch_dir
 from seqline.orchestration.runners.base import Runner, poisoned, retry_after_death, run_windowed
 from seqline.orchestration.runners.local_worker import init_worker, marker, run_marked
@@ -110,8 +111,9 @@ class LocalRunner(Runner):
     name = "local"
 
     def __init__(self, workers: int = 2, window: int | None = None,
-                 mode: Literal["process", "thread"] = "process") -> None:
-        super().__init__(workers, window)
+                 mode: Literal["process", "thread"] = "process",
+                 publish: Subscriber | None = None) -> None:
+        super().__init__(workers, window, publish)
         self.mode = mode
         self._pool: Executor | None = None
         self._generation = 0

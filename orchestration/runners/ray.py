@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from seqline.orchestration.environment import worker_environment
-from seqline.orchestration.options import output
+from seqline.orchestration.events import Subscriber
 from seqline.orchestration.processes import scratch_dir
 from seqline.orchestration.runners.base import Runner, poisoned, retry_after_death, run_windowed
 from seqline.orchestration.runners.ray_train import RayTrainLauncher
@@ -50,8 +50,9 @@ class RayRunner(Runner):
     name = "ray"
 
     def __init__(self, workers: int = 2, window: int | None = None,
-                 address: str | None = None, working_dir: str | None = None) -> None:
-        super().__init__(workers, window)
+                 address: str | None = None, working_dir: str | None = None,
+                 verbose: bool = False, publish: Subscriber | None = None) -> None:
+        super().__init__(workers, window, publish)
         import ray  # imported here: the engine is an adapter, loaded only when chosen
 
         self._ray = ray
@@ -67,10 +68,10 @@ class RayRunner(Runner):
             ray.init(address=address, num_cpus=None if address else workers,
                      include_dashboard=False,
                      # Ray's own warnings (token authentication, …) only with -v
-                     logging_level=logging.WARNING if output.verbose else logging.ERROR,
+                     logging_level=logging.WARNING if verbose else logging.ERROR,
                      # the workers' output (Ray Train's and TensorFlow's lines, a user's
                      # prints) relayed with Ray's own prefixes: only with -v
-                     log_to_driver=output.verbose,
+                     log_to_driver=verbose,
                      runtime_env=runtime_env,
                      _temp_dir=str(self._session) if self._session else None)
         self._aborted = False

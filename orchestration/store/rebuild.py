@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,6 +9,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, insert
 
+from seqline.components import COMPONENTS
+from seqline.orchestration.cache import artifact_checksum
 from seqline.orchestration.store.engine import writing
 from seqline.orchestration.store.rows import insert_ignoring, pipeline_id, upsert_artifact
 from seqline.orchestration.store.tables import (
@@ -19,15 +20,12 @@ from seqline.orchestration.store.tables import (
     runs,
     stage_runs,
 )
+from seqline.pipeline.artifacts import MANIFEST
 from seqline.pipeline.storage import Folder, Location
 
 __all__ = ["index_runs"]
 
-MANIFEST = "manifest.json"  # the commit mark of a stage folder (seqline.pipeline.artifacts)
 COUNTS = ("records_in", "records_out", "filtered", "exploded", "dead_lettered")
-# What a stage folder holds when its manifest names no record format.
-KIND_OF = {"ingest": "stream", "batching": "batch_plan", "train": "model",
-           "evaluate": "evaluation"}
 
 
 def index_runs(engine: Engine, root: Folder) -> int:
@@ -74,35 +72,45 @@ def _index_run(conn: Connection, folder: Folder, record: dict[str, Any]) -> int:
               if (d / MANIFEST).is_file()]
     stages.sort(key=lambda s: (s[1].get("timeline", {}).get("started") or 0, s[0].name))
     outputs = {d.name: _artifact(d, m) for d, m in stages}
+    planned = record.get("plan") or {}  # what the run's plan did with each stage, and why
     for stage_dir, manifest in stages:
-        _index_stage(conn, row["run_id"], manifest, outputs[stage_dir.name],
-                     outputs.get(manifest.get("input") or ""))
+        _index_stage(conn, row["run_id"], manifest, planned.get(stage_dir.name) or {},
+                     outputs[stage_dir.name], stage_dir.parent / (manifest.get("input") or ""))
     return 1
 
 
-def _index_stage(conn: Connection, run_id: str, m: dict[str, Any], output: dict[str, Any],
-                 source: dict[str, Any] | None) -> None:
-    """One committed stage: its stage run, artifacts and lineage, epochs, evaluation."""
+def _index_stage(conn: Connection, run_id: str, m: dict[str, Any], step: dict[str, Any],
+                 output: dict[str, Any], source: Folder) -> None:
+    """One committed stage: its stage run, artifacts and lineage, epochs, evaluation; as the
+    live run recorded it (a reused stage: cached, about 0 s now, from its run)."""
     timeline, waited = m.get("timeline") or {}, m.get("waited") or {}
+    reused = step.get("action") == "reuse"
     result = conn.execute(insert(stage_runs).values(
         run_id=run_id, stage=m["stage"], component=m["component"],
-        status=m.get("status", "succeeded"), attempt=m.get("attempt", 1),
+        status="cached" if reused else m.get("status", "succeeded"),
+        attempt=m.get("attempt", 1),
         started=_unix(timeline.get("started")), finished=_unix(timeline.get("finished")),
-        **{k: m.get(k) for k in COUNTS}, seconds=m.get("seconds"),
-        waited_input=waited.get("input"), waited_output=waited.get("output"),
-        max_in_flight=m.get("max_in_flight"), cache_key=m.get("cache_key"),
-        cached_from=m.get("cached_from"), params=m.get("params") or {},
+        **{k: m.get(k) for k in COUNTS}, seconds=0.0 if reused else m.get("seconds"),
+        waited_input=0.0 if reused else waited.get("input"),
+        waited_output=0.0 if reused else waited.get("output"),
+        max_in_flight=0 if reused else m.get("max_in_flight"),
+        cache_key=step.get("cache_key"),
+        block_retries=None if reused else m.get("block_retries"),
+        cached_from=step.get("reused_from") if reused else None,
+        reason=step.get("reason"), params=m.get("params") or {},
         blessed=m.get("blessed")).returning(stage_runs.c.id))
     stage_run_id = int(result.scalar_one())
     upsert_artifact(conn, stage_run_id, "output", output)
-    if source is not None:
-        upsert_artifact(conn, stage_run_id, "input", source)
+    if m.get("input"):  # what the live run records of the stage it read: its folder
+        upsert_artifact(conn, stage_run_id, "input", {
+            "uri": str(source.resolve()), "kind": "", "records": None, "bytes": None,
+            "checksum": None})
     if m.get("epochs"):
         conn.execute(insert(epochs), [{
             "stage_run_id": stage_run_id, "epoch": e["epoch"], "metrics": e.get("metrics", {}),
             "seconds": e.get("seconds"), "input_wait_seconds": e.get("input_wait_seconds")}
             for e in m["epochs"]])
-    if m["component"] == "evaluate" and isinstance(m.get("metrics"), dict):
+    if isinstance(m.get("metrics"), dict) and "slices" in m:
         _index_evaluation(conn, stage_run_id, m)
 
 
@@ -117,17 +125,17 @@ def _index_evaluation(conn: Connection, stage_run_id: int, m: dict[str, Any]) ->
 
 
 def _artifact(stage_dir: Folder, m: dict[str, Any]) -> dict[str, Any]:
-    """A stage folder as an artifact row; its checksum digests the shards' own sha256s."""
+    """A stage folder as the artifact row a live run records (recorder.py): its kind is what
+    its component writes, its checksum covers every file, as at commit."""
     shards = m.get("shards") or []
-    checksum = None
-    if shards and all("sha256" in s for s in shards):
-        joined = "\n".join(s["sha256"] for s in shards).encode()
-        checksum = "sha256:" + hashlib.sha256(joined).hexdigest()
+    files = [*shards, m.get("dead_letters") or {}]
+    component = COMPONENTS.get(m["component"])
     return {"uri": str(stage_dir.resolve()),
-            "kind": m.get("format") or KIND_OF.get(m["component"], m["component"]),
+            "kind": component.writes if component else m["component"],
             "records": m.get("records_out"),
             "bytes": sum(s.get("bytes", 0) for s in shards) if shards else None,
-            "checksum": checksum}
+            "checksum": artifact_checksum(stage_dir, {f["path"]: f["sha256"] for f in files
+                                                      if "sha256" in f})}
 
 
 def _time(text: str | None) -> datetime | None:

@@ -8,7 +8,7 @@ from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from seqline.orchestration.store.engine import make_engine, upgrade, writing
@@ -21,11 +21,18 @@ from seqline.orchestration.store.tables import (
     TRIGGERS,
     epochs,
     eval_metrics,
+    events,
     runs,
     samples,
     stage_runs,
 )
-from seqline.orchestration.store.views import cached_stage, run_detail, run_summary
+from seqline.orchestration.store.views import (
+    cached_stage,
+    last_stage_run,
+    run_detail,
+    run_events,
+    run_summary,
+)
 from seqline.pipeline.errors import ConfigError, InternalError
 from seqline.pipeline.storage import Folder, open_root
 
@@ -154,7 +161,8 @@ class RunStore:
         with writing(self.engine) as conn:
             done = conn.execute(update(runs).where(runs.c.run_id == run_id).values(
                 status="running", trigger="resume", finished=None, heartbeat=beat, host=HOST,
-                pid=os.getpid(), error_stage=None, error_seq=None, error_message=None))
+                pid=os.getpid(), error_stage=None, error_seq=None, error_message=None,
+                error_traceback=None))
         if done.rowcount == 0:
             raise ConfigError(f"no run {run_id!r} to resume in the run store at {self.url}. "
                               "Check --run-id and --root/--store (see `seqline runs list`).")
@@ -169,7 +177,8 @@ class RunStore:
             conn.execute(update(runs).where(runs.c.run_id == run_id).values(heartbeat=now()))
 
     def finish_run(self, run_id: str, status: str, *, error_stage: str | None = None,
-                   error_seq: int | None = None, error_message: str | None = None) -> None:
+                   error_seq: int | None = None, error_message: str | None = None,
+                   error_traceback: str | None = None) -> None:
         """Record how a run ended.
 
         Args:
@@ -178,6 +187,7 @@ class RunStore:
             error_stage: the stage that failed, if any.
             error_seq: the seq of the record it failed on, if known.
             error_message: the error, one line.
+            error_traceback: where it happened (the worker's or the driver's traceback).
 
         Raises:
             ConfigError: an unknown status.
@@ -188,7 +198,8 @@ class RunStore:
         with writing(self.engine) as conn:
             done = conn.execute(update(runs).where(runs.c.run_id == run_id).values(
                 status=status, finished=ended, heartbeat=ended, error_stage=error_stage,
-                error_seq=error_seq, error_message=error_message))
+                error_seq=error_seq, error_message=error_message,
+                error_traceback=error_traceback))
         if done.rowcount == 0:
             raise InternalError(f"finish_run: no run {run_id!r} in the store; create it first")
 
@@ -214,7 +225,8 @@ class RunStore:
     # -- stages -----------------------------------------------------------------------------
 
     def start_stage(self, run_id: str, stage: str, component: str, *, params: dict[str, Any],
-                    cache_key: str | None, attempt: int = 1, status: str = "running") -> int:
+                    cache_key: str | None, attempt: int = 1, status: str = "running",
+                    reason: str | None = None, key_parts: dict[str, Any] | None = None) -> int:
         """Record a stage run that starts now (or, `pending`, that will: see `begin_stage`).
 
         Args:
@@ -225,6 +237,8 @@ class RunStore:
             cache_key: its cache key, if it has one.
             attempt: 1, then 2, … for retries.
             status: running, or pending for a stage that waits for its turn.
+            reason: why it runs (the plan's reason), one line.
+            key_parts: what its cache key was made of, for the next plan's reasons.
 
         Returns:
             The stage run's id, for the calls below.
@@ -238,7 +252,7 @@ class RunStore:
                 result = conn.execute(insert(stage_runs).values(
                     run_id=run_id, stage=stage, component=component, status=status,
                     attempt=attempt, started=now() if status == "running" else None,
-                    params=params, cache_key=cache_key))
+                    params=params, cache_key=cache_key, reason=reason, key_parts=key_parts))
         except IntegrityError as exc:
             raise InternalError(f"start_stage: run {run_id!r} is not in the store, or its "
                                 f"stage {stage!r} attempt {attempt} already is") from exc
@@ -256,7 +270,8 @@ class RunStore:
     def finish_stage(self, stage_run_id: int, status: str, *, counts: dict[str, int],
                      seconds: float, waited_input: float, waited_output: float,
                      max_in_flight: int, cached_from: str | None = None,
-                     error: str | None = None, block_retries: int | None = None) -> None:
+                     error: str | None = None, block_retries: int | None = None,
+                     reason: str | None = None) -> None:
         """Record how a stage run ended.
 
         Args:
@@ -271,6 +286,7 @@ class RunStore:
             cached_from: for a cache hit, the run whose artifact it reused.
             error: why it failed, one line.
             block_retries: blocks run again because their worker died.
+            reason: replaces the planned reason when set (a skipped stage: why it did not run).
 
         Raises:
             ConfigError: an unknown status or count name.
@@ -280,14 +296,29 @@ class RunStore:
         unknown = sorted(set(counts) - set(COUNTS))
         if unknown:
             raise ConfigError(f"unknown counts {unknown}: expected some of {', '.join(COUNTS)}.")
+        values = {"reason": reason} if reason is not None else {}
         with writing(self.engine) as conn:
             done = conn.execute(update(stage_runs).where(stage_runs.c.id == stage_run_id).values(
                 status=status, finished=now(), seconds=seconds, waited_input=waited_input,
                 waited_output=waited_output, max_in_flight=max_in_flight,
                 cached_from=cached_from, error=error, block_retries=block_retries,
-                **counts))
+                **counts, **values))
         if done.rowcount == 0:
             raise InternalError(f"finish_stage: no stage run {stage_run_id} in the store")
+
+    def note_stage(self, run_id: str, stage: str, reason: str) -> None:
+        """Say why a stage's latest attempt stands in this run (kept by a resumed run).
+
+        Args:
+            run_id: the run.
+            stage: the stage's name.
+            reason: one line, e.g. "kept: the interrupted attempt committed it".
+        """
+        latest = select(func.max(stage_runs.c.id)).where(
+            stage_runs.c.run_id == run_id, stage_runs.c.stage == stage).scalar_subquery()
+        with writing(self.engine) as conn:
+            conn.execute(update(stage_runs).where(stage_runs.c.id == latest)
+                         .values(reason=reason))
 
     def record_artifact(self, stage_run_id: int, role: str, uri: str, kind: str,
                         records: int | None, bytes: int | None, checksum: str | None) -> None:
@@ -323,6 +354,16 @@ class RunStore:
         if batch:
             with writing(self.engine) as conn:
                 conn.execute(insert(samples), batch)
+
+    def add_events(self, batch: list[dict[str, Any]]) -> None:
+        """Append a batch of a run's events in one transaction (one executemany).
+
+        Args:
+            batch: dicts of run_id, t (Unix seconds), stage (or None), kind, body (JSON).
+        """
+        if batch:
+            with writing(self.engine) as conn:
+                conn.execute(insert(events), batch)
 
     def add_epochs(self, stage_run_id: int, rows: list[dict[str, Any]]) -> None:
         """Record training epochs (train's manifest entries can be passed as they are).
@@ -377,6 +418,32 @@ class RunStore:
         """
         with self.engine.connect() as conn:
             return cached_stage(conn, cache_key)
+
+    def last_stage_run(self, pipeline: str, stage: str) -> dict[str, Any] | None:
+        """The newest stage run of `pipeline`'s `stage` that committed (ran or was reused),
+        with the parts of its cache key: what the next plan compares with to say why.
+
+        Args:
+            pipeline: the pipeline's name.
+            stage: the stage's name.
+
+        Returns:
+            run_id, stage_run_id, cache_key, key_parts, params, seconds; None if there is none.
+        """
+        with self.engine.connect() as conn:
+            return last_stage_run(conn, pipeline, stage)
+
+    def events_of(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's events in the order they were published.
+
+        Args:
+            run_id: the run.
+
+        Returns:
+            One dict per event: t, stage, kind and the event's own fields.
+        """
+        with self.engine.connect() as conn:
+            return run_events(conn, run_id)
 
     def list_runs(self, *, pipeline: str | None = None, status: str | None = None,
                   limit: int = 50) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ __all__ = [
     "artifacts",
     "epochs",
     "eval_metrics",
+    "events",
     "lineage",
     "metadata",
     "pipelines",
@@ -117,7 +118,8 @@ runs = Table(
     Column("heartbeat", UTCDateTime),
     Column("error_stage", String(200)),
     Column("error_seq", BigInteger),
-    Column("error_message", Text),
+    Column("error_message", Text),  # one line, as the terminal printed it
+    Column("error_traceback", Text),  # revision 5: where it happened, for the failing stage
     Column("host", String(255)),
     Column("pid", Integer),
     Column("seqline_version", String(50)),
@@ -156,6 +158,10 @@ stage_runs = Table(
     Column("blessed", Boolean),  # revision 2: evaluate's verdict; NULL for other stages
     # Revision 4: blocks run again because their worker died (where the engine tells).
     Column("block_retries", Integer),
+    # Revision 5: why the stage ran, was reused or did not run (the plan's reason, or
+    # "upstream `x` failed"), and its cache key's parts, so the next plan can say what changed.
+    Column("reason", Text),
+    Column("key_parts", JSON),
     _one_of("status", STAGE_STATUSES),
     UniqueConstraint("run_id", "stage", "attempt"),
 )
@@ -191,6 +197,20 @@ samples = Table(
     Column("in_flight", Integer),
     Column("reorder_held", Integer),
     Index(None, "stage_run_id", "t"),
+)
+
+# Revision 5: what happened in a run, as the executor and runners published it (events.py):
+# every stage's start, reuse, commit, failure or skip, and its progress coalesced per
+# sampling interval, so a finished run is drawn from the same facts as a live one.
+events = Table(
+    "events", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+    Column("t", Float, nullable=False),  # Unix seconds (UTC)
+    Column("stage", String(200)),  # NULL for the run's own events
+    Column("kind", String(32), nullable=False),
+    Column("body", JSON, nullable=False),
+    Index(None, "run_id", "id"),
 )
 
 epochs = Table(

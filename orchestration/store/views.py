@@ -12,6 +12,7 @@ from seqline.orchestration.store.tables import (
     artifacts,
     epochs,
     eval_metrics,
+    events,
     lineage,
     pipelines,
     runs,
@@ -19,7 +20,7 @@ from seqline.orchestration.store.tables import (
     stage_runs,
 )
 
-__all__ = ["cached_stage", "run_detail", "run_summary"]
+__all__ = ["cached_stage", "last_stage_run", "run_detail", "run_events", "run_summary"]
 
 COUNTS = ("records_in", "records_out", "filtered", "exploded", "dead_lettered")
 
@@ -66,7 +67,8 @@ def run_detail(conn: Connection, run_id: str) -> dict[str, Any] | None:
         return None
     error = None
     if row.error_message or row.error_stage:
-        error = {"stage": row.error_stage, "seq": row.error_seq, "message": row.error_message}
+        error = {"stage": row.error_stage, "seq": row.error_seq, "message": row.error_message,
+                 "traceback": row.error_traceback}
     return {
         **run_summary(row),
         "pipeline_file": row.file or None,
@@ -112,6 +114,7 @@ def _stage(tried: list[Row[Any]], details: _Details) -> dict[str, Any]:
         "cache_key": last.cache_key,
         "cached_from": last.cached_from,
         "params": last.params,
+        "reason": last.reason,
         "error": last.error,
         "artifacts": details.artifacts.get(last.id, []),
         "epochs": details.epochs.get(last.id, []),
@@ -188,4 +191,25 @@ def cached_stage(conn: Connection, cache_key: str) -> dict[str, Any] | None:
                if a["role"] == "output"]
     return {"stage_run_id": row.id, "run_id": row.run_id, "stage": row.stage,
             "component": row.component, "status": row.status,
-            "cached_from": row.cached_from, "artifacts": outputs}
+            "cached_from": row.cached_from, "seconds": row.seconds, "artifacts": outputs}
+
+
+def last_stage_run(conn: Connection, pipeline: str, stage: str) -> dict[str, Any] | None:
+    """The newest committed run of a pipeline's stage; see RunStore.last_stage_run."""
+    row = conn.execute(
+        select(stage_runs.c.id, stage_runs.c.run_id, stage_runs.c.cache_key,
+               stage_runs.c.key_parts, stage_runs.c.params, stage_runs.c.seconds)
+        .join(runs, runs.c.run_id == stage_runs.c.run_id)
+        .where(runs.c.pipeline == pipeline, stage_runs.c.stage == stage,
+               stage_runs.c.status.in_(("succeeded", "cached")))
+        .order_by(stage_runs.c.finished.desc(), stage_runs.c.id.desc()).limit(1)).first()
+    if row is None:
+        return None
+    return {"run_id": row.run_id, "stage_run_id": row.id, "cache_key": row.cache_key,
+            "key_parts": row.key_parts, "params": row.params, "seconds": row.seconds}
+
+
+def run_events(conn: Connection, run_id: str) -> list[dict[str, Any]]:
+    """A run's events in publishing order; see RunStore.events_of."""
+    rows = conn.execute(select(events).where(events.c.run_id == run_id).order_by(events.c.id))
+    return [{"t": r.t, "stage": r.stage, "kind": r.kind, **r.body} for r in rows]

@@ -1,51 +1,80 @@
-"""The run recorder samples a driver stage's live progress (train's examples fed so far), so
-its rows/s over time is not flat while it runs."""
+"""The run recorder, fed real events on a real store: a driver stage's live progress makes its
+rows/s over time, a peak shorter than one sampling interval still reaches the chart, and the
+events it stores are the run's story, coalesced."""
 
 from __future__ import annotations
 
 import threading
 
-from seqline.orchestration.executor import StageReport
-from seqline.orchestration.recorder import RunRecorder, records_done
+from seqline.components import COMPONENTS
+from seqline.orchestration.api import plan_pipeline
+from seqline.orchestration.events import (
+    EventBus,
+    Occupancy,
+    RecordsConsumed,
+    RunEnded,
+    RunStarted,
+    StageCommitted,
+    StageSkipped,
+    StageStarted,
+)
+from seqline.orchestration.recorder import RunRecorder
+from seqline.orchestration.run_options import RunOptions
 from seqline.orchestration.store import RunStore
+from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.stage import Counts
 
-
-def test_a_driver_stage_without_progress_counts_what_it_reports():
-    report = StageReport("train", "train", counts=Counts(records_in=7, records_out=7))
-    assert records_done(report) == 7
-
-
-def test_a_failing_progress_reader_falls_back_to_the_counts():
-    report = StageReport("train", "train")
-    report.live_records = lambda: 1 // 0  # type: ignore[attr-defined]
-    assert records_done(report) == 0
+PIPELINE = """\
+name: recorded
+stages:
+  - {name: read, component: ingest, params: {format: csv, paths: [in.csv]}}
+  - {name: write, component: tfrecord_write}
+  - {name: pre, component: preprocess, params: {fn: "fns:same"}}
+"""
 
 
-def test_train_progress_reaches_the_samples_and_its_rate_is_not_flat(tmp_path):
-    """A real store and recorder thread; the stage reports examples fed as a trainer would
-    (a counter that grows while the stage runs)."""
-    with RunStore.open(tmp_path) as store:
-        store.create_run("r", "p", pipeline_file=None, fingerprint=None, runner="local",
+def test_progress_peaks_and_events_reach_the_store(tmp_path):
+    (tmp_path / "in.csv").write_text("x\n1\n2\n")
+    (tmp_path / "fns.py").write_text("def same(batch):\n    return batch\n")
+    (tmp_path / "p.yaml").write_text(PIPELINE)
+    spec = load_pipeline(tmp_path / "p.yaml", COMPONENTS)
+    plan = plan_pipeline(spec, RunOptions(sample_seconds=0.05), root=tmp_path / "root",
+                         run_id="r")
+    with RunStore.open(tmp_path / "root") as store:
+        store.create_run("r", spec.name, pipeline_file=None, fingerprint=None, runner="local",
                          options={})
-        recorder = RunRecorder(store, "r", {}, {}, sample_seconds=0.05)
-        stage_run = store.start_stage("r", "train", "train", params={}, cache_key=None)
-        recorder._ids["train"] = stage_run
-        fed = {"n": 0}
-        report = StageReport("train", "train")
-        report.live_records = lambda: fed["n"]  # type: ignore[attr-defined]
-        recorder.started(_Stage("train"), report)
-        recorder.start(runner=None)  # type: ignore[arg-type]
-        stop = threading.Event()
-        while len(store.samples_of(stage_run)) < 6 and not stop.wait(0.05):
-            fed["n"] += 1000  # examples fed by the training steps
-        recorder.close("succeeded")
-        samples = store.samples_of(stage_run)
-    done = [s["records_done"] for s in samples]
+        bus = EventBus(RunRecorder(store, plan, spec, COMPONENTS))
+        bus.publish(RunStarted(run_id="r", pipeline=spec.name, runner="local", workers=2,
+                               window=8))
+        # A stage shorter than a sampling interval whose window filled up to 6 blocks.
+        bus.publish(StageStarted(stage="write"))
+        for in_flight in (3, 6, 2, 0):
+            bus.publish(Occupancy(stage="write", in_flight=in_flight, held=in_flight // 2))
+        bus.publish(StageCommitted(stage="write", counts=Counts(2, 2), blocks=1, seq_min=0,
+                                   seq_max=1, seconds=0.01, waited_input=0.0,
+                                   waited_output=0.0, max_in_flight=6, block_retries=0,
+                                   path=tmp_path, manifest={}))
+        # A driver stage's progress, as a trainer reports the examples it fed so far.
+        bus.publish(StageStarted(stage="pre"))
+        ids = {s["name"]: s["stage_run_id"] for s in store.show_run("r")["stages"]}
+        fed, stop = 0, threading.Event()
+        while len(store.samples_of(ids["pre"])) < 6 and not stop.wait(0.05):
+            fed += 1000
+            bus.publish(RecordsConsumed(stage="pre", records=fed))
+        bus.publish(StageSkipped(stage="pre", reason="not run to the end: a test"))
+        bus.publish(RunEnded(status="succeeded", ran=3, reused=0))
+        write, pre = store.samples_of(ids["write"]), store.samples_of(ids["pre"])
+        shown = {s["name"]: s for s in store.show_run("r")["stages"]}
+        events = store.events_of("r")
+    assert max(s["in_flight"] for s in write) == 6  # the chart shows what the table says
+    assert max(s["reorder_held"] for s in write) == 3
+    done = [s["records_done"] for s in pre]
     assert done == sorted(done) and done[-1] > done[0]
-    assert max(s["rows_per_s"] for s in samples) > 0
-
-
-class _Stage:
-    def __init__(self, name: str) -> None:
-        self.name, self.component = name, "train"
+    assert max(s["rows_per_s"] for s in pre) > 0
+    assert shown["write"]["status"] == "succeeded" and shown["write"]["max_in_flight"] == 6
+    assert shown["pre"]["status"] == "skipped" and shown["pre"]["error"] is None
+    assert shown["pre"]["reason"] == "not run to the end: a test"
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_ended"
+    assert {"stage_started", "stage_committed", "stage_skipped", "progress"} <= set(kinds)
+    assert "occupancy" not in kinds and "records_consumed" not in kinds  # coalesced

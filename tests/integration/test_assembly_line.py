@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from seqline.components import COMPONENTS
-from seqline.orchestration.executor import run_pipeline
+from seqline.orchestration.api import run_pipeline
+from seqline.orchestration.events import BlocksDone
 from seqline.orchestration.runners import make_runner
 from seqline.orchestration.verify import verify_run
 from seqline.pipeline.artifacts import read_manifest
@@ -64,13 +65,14 @@ def line_runs(tmp_path_factory, request):
         seen: list[tuple[str, int]] = []
         lock = threading.Lock()
 
-        def progress(stage, counts, seen=seen, lock=lock):
-            with lock:
-                seen.append((stage, counts.records_out))
+        def progress(event, seen=seen, lock=lock):
+            if isinstance(event, BlocksDone):
+                with lock:
+                    seen.append((event.stage, event.counts.records_out))
 
         with make_runner(name, workers=WORKERS, **options) as runner:
-            reports = run_pipeline(spec, runner, folder / "root", case, progress, queue=QUEUE,
-                                   overlap=case != "local-one-by-one")
+            reports = run_pipeline(spec, runner, folder / "root", case, subscribers=[progress],
+                                   queue=QUEUE, overlap=case != "local-one-by-one")
         runs[case] = (folder / "root" / "runs" / case, reports, seen, runner.window)
     return runs
 

@@ -20,9 +20,8 @@ from typer.testing import CliRunner
 
 from seqline.components import COMPONENTS
 from seqline.components.tfrecords import read_artifact
-from seqline.orchestration.api import execute
+from seqline.orchestration.api import execute, run_pipeline
 from seqline.orchestration.cli import app
-from seqline.orchestration.executor import run_pipeline
 from seqline.orchestration.runners import make_runner
 from seqline.orchestration.verify import verify_run
 from seqline.pipeline.artifacts import MANIFEST, StageArtifact, read_manifest
@@ -185,7 +184,7 @@ def test_resume_after_a_failed_stage_on_s3(s3_root, numbers, tmp_path, monkeypat
     before = read_manifest(root / "runs" / "again" / "write")
     resumed = execute(_faults(numbers, "double"), root=s3_root, run_id="again", resume=True)
     assert resumed.verified
-    assert [r.status for r in resumed.stages] == ["reused", "reused", "succeeded"]
+    assert [r.status for r in resumed.stages] == ["kept", "kept", "succeeded"]
     assert read_manifest(root / "runs" / "again" / "write") == before  # kept, not redone
     assert read_manifest(root / "runs" / "again" / "features")["records_out"] == 1000
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from seqline.components import COMPONENTS, train
-from seqline.orchestration.executor import run_pipeline
+from seqline.orchestration.api import run_pipeline
 from seqline.orchestration.runners import make_runner
 from seqline.orchestration.verify import verify_run
 from seqline.pipeline.artifacts import read_manifest

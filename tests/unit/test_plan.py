@@ -1,11 +1,12 @@
-"""The executor's wiring, as a table: pipeline shape and options -> each stage's connections."""
+"""The run plan, as tables: pipeline shape and options -> each stage's connections; store
+state and changes -> what each stage does and why. Nothing runs."""
 
 from __future__ import annotations
 
 import pytest
 
 from seqline.components import COMPONENTS
-from seqline.orchestration.wiring import Wiring, runnable_committed, wire
+from seqline.orchestration.plan import Step, runnable_committed, wire
 from seqline.pipeline.config import parse_pipeline
 
 READ = "  - {name: read, component: ingest, params: {format: csv, paths: [in.csv]}}\n"
@@ -18,8 +19,16 @@ TRAIN = "  - {name: model, component: train, params: {model: tabular_regression}
 EVAL = "  - {name: evaluation, component: evaluate}\n"
 
 
-def W(stage, source, takes, **kw):  # noqa: N802 - reads as a table row
-    return Wiring(stage, source, takes, **kw)
+KINDS = {"read": "source", "write": "map", "pre": "map", "again": "map", "batches": "driver",
+         "model": "driver", "evaluation": "driver"}
+COMPONENT = {"read": "ingest", "write": "tfrecord_write", "pre": "preprocess",
+             "again": "preprocess", "batches": "batching", "model": "train",
+             "evaluation": "evaluate"}
+
+
+def W(stage, source, takes, reused=False, **kw):  # noqa: N802 - reads as a table row
+    return Step(stage, COMPONENT[stage], KINDS[stage], "reuse" if reused else "run", "",
+                source, takes, **kw)
 
 
 CASES = [

@@ -173,7 +173,8 @@ class TestStoreContract:
         assert {r["run_id"] for r in store.list_runs(pipeline="a")} == {"a1", "a3"}
         assert [r["run_id"] for r in store.list_runs(status="failed")] == ["a1"]
         assert len(store.list_runs(limit=2)) == 2
-        assert store.show_run("a1")["error"] == {"stage": "train", "seq": 7, "message": "boom"}
+        assert store.show_run("a1")["error"] == {"stage": "train", "seq": 7, "message": "boom",
+                                            "traceback": None}
         with pytest.raises(ConfigError, match="expected one of"):
             store.list_runs(status="exploded")
 

@@ -1,0 +1,209 @@
+"""A run's story as one stream of typed, frozen events: the executor and the runners publish;
+the run store, run.json, the terminal and the dashboard subscribe."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+from seqline.pipeline.stage import Counts
+
+__all__ = ["BlockRetried", "BlocksDone", "Event", "EventBus", "Occupancy", "RecordsConsumed",
+           "RunEnded", "RunStarted", "StageCommitted", "StageFailed", "StagePlanned",
+           "StageReused", "StageSkipped", "StageStarted", "Subscriber", "WaitEnded",
+           "WaitStarted"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    """Something that happened in a run, at `t` (Unix seconds), to `stage` (None: the run)."""
+
+    kind: ClassVar[str] = "event"
+    stage: str | None = None
+    t: float = field(default_factory=time.time)
+
+    def body(self) -> dict[str, Any]:
+        """The event's own fields as JSON, without what the store keeps beside them (t,
+        stage) and what it does not keep at all (fields marked `stored: False`)."""
+        own = asdict(self)
+        for f in fields(self):
+            if f.name in ("t", "stage") or not f.metadata.get("stored", True):
+                own.pop(f.name)
+        return own
+
+
+def _unstored() -> Any:
+    """A field subscribers read but the events table leaves out (it is stored elsewhere)."""
+    return field(default=None, metadata={"stored": False}, compare=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run_started"
+    run_id: str
+    pipeline: str
+    runner: str
+    workers: int
+    window: int
+    resume: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class StagePlanned(Event):
+    """The plan's decision for a stage: run, reuse (a cached run's output) or keep (the
+    resumed run's own), and why."""
+
+    kind: ClassVar[str] = "stage_planned"
+    component: str
+    action: str
+    reason: str
+    reused_from: str | None = None
+    cache_key: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageStarted(Event):
+    kind: ClassVar[str] = "stage_started"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageReused(Event):
+    """A stage not run now: its committed output, from run `reused_from` (cache) or from this
+    run's interrupted attempt (keep), is this run's."""
+
+    kind: ClassVar[str] = "stage_reused"
+    action: str  # "reuse" or "keep"
+    reused_from: str
+    took: float  # the seconds it took in that run
+    counts: Counts
+    seq_min: int | None
+    seq_max: int | None
+    path: Any = _unstored()  # Folder
+    manifest: dict[str, Any] | None = _unstored()
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlocksDone(Event):
+    """A data stage's totals after its latest block (published once per block)."""
+
+    kind: ClassVar[str] = "blocks_done"
+    counts: Counts
+    blocks: int
+    waited_input: float
+    waited_output: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Occupancy(Event):
+    """The runner's window for a stage now: blocks in flight, and results the reorder buffer
+    holds back waiting for an earlier block."""
+
+    kind: ClassVar[str] = "occupancy"
+    in_flight: int
+    held: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordsConsumed(Event):
+    """A driver stage's progress: records consumed so far (train: examples fed, all epochs)."""
+
+    kind: ClassVar[str] = "records_consumed"
+    records: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitStarted(Event):
+    """A stage began waiting: on `input` (earlier stages) or `output` (room downstream)."""
+
+    kind: ClassVar[str] = "wait_started"
+    on: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitEnded(Event):
+    kind: ClassVar[str] = "wait_ended"
+    on: str
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockRetried(Event):
+    """A block whose worker died runs again."""
+
+    kind: ClassVar[str] = "block_retried"
+    block: int | None  # None where the engine does not tell which (Beam)
+    first_seq: int | None
+    attempt: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageCommitted(Event):
+    kind: ClassVar[str] = "stage_committed"
+    counts: Counts
+    blocks: int
+    seq_min: int | None
+    seq_max: int | None
+    seconds: float  # busy: from its start (after any wait for earlier stages) to its commit
+    waited_input: float
+    waited_output: float
+    max_in_flight: int
+    block_retries: int
+    path: Any = _unstored()  # Folder
+    manifest: dict[str, Any] | None = _unstored()
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageFailed(Event):
+    """The stage whose failure stopped the run: the one line the terminal prints, and where."""
+
+    kind: ClassVar[str] = "stage_failed"
+    message: str
+    traceback: str | None
+    seq: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageSkipped(Event):
+    """A stage that did not run (to the end) because of another's failure, or a cancel."""
+
+    kind: ClassVar[str] = "stage_skipped"
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEnded(Event):
+    kind: ClassVar[str] = "run_ended"
+    status: str  # succeeded, failed or cancelled
+    ran: int  # stages run now
+    reused: int  # stages reused or kept
+    message: str | None = None
+    traceback: str | None = None
+    error_stage: str | None = None
+    error_seq: int | None = None
+
+
+Subscriber = Callable[[Event], None]
+
+
+class EventBus:
+    """Hands every published event to every subscriber, in the publisher's thread.
+
+    Stages publish from threads of their own; each subscriber guards its own state. A
+    subscriber that raises fails the publisher (the run store refusing a stage's commit
+    fails that stage): subscribers that must not fail a run catch their own errors.
+    """
+
+    def __init__(self, *subscribers: Subscriber) -> None:
+        self._subscribers = list(subscribers)
+        self._lock = threading.Lock()
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        with self._lock:
+            self._subscribers.append(subscriber)
+
+    def publish(self, event: Event) -> None:
+        for subscriber in list(self._subscribers):
+            subscriber(event)

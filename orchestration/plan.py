@@ -1,0 +1,425 @@
+"""The run plan: before anything runs, which stages run, which are reused or kept, which fuse
+into one engine job and how each is fed, with the reason for each, as one immutable value."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Any, Literal
+
+from seqline.orchestration.cache import NOT_IN_FOLDER, cache_hit, cache_parts, damage, key_of
+from seqline.orchestration.run_options import RunOptions
+from seqline.pipeline.artifacts import MANIFEST, run_dir
+from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec
+from seqline.pipeline.storage import Folder
+
+__all__ = ["Action", "Kind", "RunPlan", "Step", "Takes", "plan_run"]
+
+# What a step does now: run the stage; reuse the output of an earlier run with the same cache
+# key; keep what this run's interrupted attempt committed (--resume).
+Action = Literal["run", "reuse", "keep"]
+# What kind of stage it is: reads files itself; maps blocks on the workers; runs on the driver.
+Kind = Literal["source", "map", "driver"]
+# Where a stage's input comes from:
+#   files:     it reads files itself (ingest);
+#   belt:      blocks handed over by the stage before it, as they are made;
+#   feed:      an earlier stage's stored shards, read as they are written;
+#   artifacts: what earlier stages stored or announced (a plan, a model), read by the stage.
+Takes = Literal["files", "belt", "feed", "artifacts"]
+# Engines whose map stages are batch jobs: a map stage after one that passes every record on
+# runs inside that stage's job (decisions/0040). Elsewhere stages stream into each other.
+FUSING_RUNNERS = ("beam",)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One stage's place in the run: what it does now and why, what it reads, what it hands on.
+
+    `after`: it starts once that stage has committed (one-by-one runs). `waits_for_all`: once
+    every stage before it has committed (a driver stage that does not follow the line).
+    `follows_line`: it follows feeds and announced plans while they grow. `fused_after`: a map
+    stage run inside the engine job of that earlier stage. `reused_from` / `folder`: the run
+    and committed folder of a reused or kept stage; `stale`: a committed folder to remove
+    before the stage runs again (damaged, or a stage that stores nothing but must feed one).
+    """
+
+    stage: str
+    component: str
+    kind: Kind
+    action: Action
+    reason: str
+    source: str | None
+    takes: Takes
+    gives_belt: bool = False
+    after: str | None = None
+    waits_for_all: bool = False
+    follows_line: bool = False
+    fused_after: str | None = None
+    reused_from: str | None = None
+    took: float | None = None
+    folder: Folder | None = field(default=None, compare=False)
+    stale: bool = False
+    cache_key: str | None = field(default=None, compare=False)
+    key_parts: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def runs(self) -> bool:
+        return self.action == "run"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Every step of a run, in pipeline order, decided before it starts."""
+
+    run_id: str
+    pipeline: str
+    options: RunOptions
+    steps: tuple[Step, ...]
+
+    def step(self, stage: str) -> Step:
+        return next(s for s in self.steps if s.stage == stage)
+
+    @property
+    def running(self) -> list[Step]:
+        return [s for s in self.steps if s.runs]
+
+    def summary(self) -> str:
+        """One line: "ran 2 of 6 stages on ray; 4 reused from run first"."""
+        ran, reused = len(self.running), [s for s in self.steps if not s.runs]
+        line = f"{ran} of {len(self.steps)} stages on {self.options.runner}"
+        if reused:
+            sources = sorted({s.reused_from or "" for s in reused})
+            line += f"; {len(reused)} reused from run {', '.join(sources)}"
+        return line
+
+    def as_json(self) -> dict[str, Any]:
+        """What `seqline run --dry-run --json` prints."""
+        return {"run_id": self.run_id, "pipeline": self.pipeline,
+                "runner": self.options.runner, "steps": [{
+                    "stage": s.stage, "component": s.component, "kind": s.kind,
+                    "action": s.action, "reason": s.reason, "reused_from": s.reused_from,
+                    "fused_after": s.fused_after, "source": s.source, "takes": s.takes,
+                } for s in self.steps]}
+
+
+def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, ComponentSpec[Any]],
+             *, run_id: str, root: Folder, store: Any | None) -> RunPlan:
+    """Decide every step of a run. Reads the root and the run store; writes nothing.
+
+    Args:
+        spec: the validated pipeline.
+        options: how the run goes (runner, overlap, cache, resume).
+        components: the component of each stage, by name.
+        run_id: the run's id (with --resume, the run to finish).
+        root: the artifact root.
+        store: the run store, or None when there is none yet (nothing is then cached).
+
+    Raises:
+        ConfigError: resuming a run that is not there, or reusing a run id that is.
+
+    Example: the demo run again with batching's window 14 -> 21 reuses ingest's consumers
+    (tfrecord_write, preprocess) from the first run, runs batching because "params changed
+    (window 14 → 21)", and train and evaluate because "upstream `batches` runs".
+    """
+    folder = run_dir(root, run_id)
+    _check_run_id(folder, run_id, options.resume)
+    parts = cache_parts(spec, components, seqline_version=version("seqline"),
+                        inputs=_files_of(components), root=root)
+    keys = {name: key_of(p) for name, p in parts.items()}
+    kept, damaged = _committed(spec, folder, store) if options.resume else ({}, {})
+    hits = _hits(spec, keys, store, root) if options.cache and not options.resume else {}
+    missed = next((s.name for s in spec.stages if s.name not in hits), None)
+    reusable = runnable_committed(spec, components, set(kept) | set(hits))
+    wirings = wire(spec, components, overlap=options.overlap, committed=reusable)
+    fused = _fused(spec, components, wirings) \
+        if options.overlap and options.runner in FUSING_RUNNERS else {}
+    steps = []
+    for stage, wiring in zip(spec.stages, wirings, strict=True):
+        hit = hits.get(stage.name)
+        action: Action = "keep" if stage.name in kept and stage.name in reusable else \
+            "reuse" if hit is not None and stage.name in reusable else "run"
+        why = _why(spec, stage, action, options, store, parts, missed, kept, damaged, hit)
+        steps.append(Step(
+            stage.name, stage.component, _kind(components[stage.component]), action, why,
+            wiring.source, wiring.takes, wiring.gives_belt, wiring.after, wiring.waits_for_all,
+            wiring.follows_line, fused.get(stage.name),
+            reused_from=run_id if action == "keep" else hit.run_id if hit and action == "reuse"
+            else None,
+            took=hit.seconds if hit and action == "reuse" else None,
+            folder=kept.get(stage.name) if action == "keep" else hit.folder
+            if hit and action == "reuse" else None,
+            stale=action == "run" and (stage.name in kept or stage.name in damaged),
+            cache_key=keys[stage.name], key_parts=parts[stage.name]))
+    return RunPlan(run_id, spec.name, options, tuple(steps))
+
+
+def _kind(component: ComponentSpec[Any]) -> Kind:
+    if component.reads == "files":
+        return "source"
+    return "map" if component.runs_on == "workers" else "driver"
+
+
+def _files_of(components: Mapping[str, ComponentSpec[Any]]) -> Any:
+    def files(stage: StageSpec[Any], base_dir: Any) -> list[str]:
+        listed = components[stage.component].files
+        return listed(stage, base_dir) if listed else []
+    return files
+
+
+def _check_run_id(folder: Folder, run_id: str, resume: bool) -> None:
+    """The run id names a run to finish (--resume), or none yet: before anything is made."""
+    exists = (folder / "run.json").exists()
+    if resume and not exists:
+        raise ConfigError(f"no run {run_id!r} to resume under {folder.parent}; check --run-id "
+                          "and --root (see `seqline runs list`).")
+    if not resume and exists:
+        raise ConfigError(f"run id {run_id!r} is already used under {folder.parent}; choose "
+                          "another --run-id (or omit it for a fresh one), or add --resume to "
+                          "finish it.")
+
+
+def _committed(spec: PipelineSpec, folder: Folder, store: Any | None
+               ) -> tuple[dict[str, Folder], dict[str, str]]:
+    """A resumed run's committed stages whose bytes are still what was committed, and those
+    that changed since (a flipped bit, a truncated shard), with what changed."""
+    recorded: dict[str, str | None] = {}
+    if store is not None:
+        try:
+            stages = store.show_run(folder.name)["stages"]
+        except ConfigError:  # a run from before the store: the manifests' hashes still hold
+            stages = []
+        recorded = {s["name"]: _output_checksum(s) for s in stages}
+    kept, damaged = {}, {}
+    for stage in spec.stages:
+        place = folder / stage.name
+        if not (place / MANIFEST).exists():
+            continue
+        problem = damage(place, recorded.get(stage.name))
+        if problem is None:
+            kept[stage.name] = place
+        else:
+            damaged[stage.name] = problem
+    return kept, damaged
+
+
+def _output_checksum(stage: dict[str, Any]) -> str | None:
+    """The checksum recorded when the stage committed (in its latest attempt that did)."""
+    for attempt in [stage, *reversed(stage.get("history") or [])]:
+        for artifact in attempt.get("artifacts") or []:
+            if artifact.get("role") == "output" and artifact.get("checksum"):
+                return str(artifact["checksum"])
+    return None
+
+
+def _hits(spec: PipelineSpec, keys: Mapping[str, str], store: Any | None, root: Folder
+          ) -> dict[str, Any]:
+    """The stages an earlier run already made, looked up in order: the first that misses (or
+    says `cache: false`) and every stage after it run again."""
+    hits: dict[str, Any] = {}
+    for stage in spec.stages if store is not None else ():
+        hit = cache_hit(keys[stage.name], store, root) if stage.cache else None
+        if hit is None:
+            break
+        hits[stage.name] = hit
+    return hits
+
+
+def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: RunOptions,
+         store: Any | None, parts: Mapping[str, Mapping[str, Any]], missed: str | None,
+         kept: Mapping[str, Folder], damaged: Mapping[str, str], hit: Any) -> str:
+    """Why the stage runs, or where its output comes from, in one line. `missed`: the first
+    stage the cache had no intact output for (every stage after it runs)."""
+    if action == "keep":
+        return "kept: the interrupted attempt committed it"
+    if action == "reuse":
+        return f"reused from run {hit.run_id} (took {hit.seconds:.2f} s)"
+    readers = [s.name for s in spec.stages if _source(spec, s) == stage.name]
+    if stage.name in kept or hit is not None:  # committed, but its blocks are needed again
+        return f"runs again to feed `{readers[0]}`: it stores no records to reuse"
+    if stage.name in damaged:
+        return f"its committed output changed: {damaged[stage.name]}"
+    if options.resume:
+        return "the interrupted attempt did not commit it"
+    if not options.cache:
+        return "--no-cache"
+    if not stage.cache:
+        return "cache: false in the pipeline"
+    if store is None:
+        return "no run store yet"
+    previous = store.last_stage_run(spec.name, stage.name)
+    changes = _changes(previous["key_parts"], parts[stage.name]) \
+        if previous and previous.get("key_parts") else []
+    if changes:
+        return "; ".join(changes)
+    if stage.name != missed:  # after the first miss: it reads what runs now
+        return f"upstream `{_source(spec, stage)}` runs"
+    if previous is None:
+        return "no earlier run of this stage"
+    if not previous.get("key_parts"):
+        return f"run {previous['run_id']} recorded no cache key to compare with"
+    if previous["cache_key"] == key_of(parts[stage.name]):
+        return f"the output of run {previous['run_id']} is gone or changed on disk"
+    return f"upstream `{_source(spec, stage)}` changed since run {previous['run_id']}"
+
+
+def _source(spec: PipelineSpec, stage: StageSpec[Any]) -> str | None:
+    i = spec.stages.index(stage)
+    return stage.inputs[0] if stage.inputs else spec.stages[i - 1].name if i else None
+
+
+def _changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What differs between two stage runs' cache key parts, in the user's words."""
+    found = []
+    params = _differences(_flat(old.get("params") or {}), _flat(new.get("params") or {}))
+    if params:
+        found.append(f"params changed ({params})")
+    old_files = (old.get("reads") or {}).get("files")
+    new_files = (new.get("reads") or {}).get("files")
+    if new_files is not None and old_files != new_files:
+        names = sorted({_base(p) for p in set(old_files or {}) ^ set(new_files)}
+                       | {_base(p) for p in new_files if (old_files or {}).get(p, new_files[p])
+                          != new_files[p]})
+        found.append(f"input changed ({', '.join(names)})")
+    old_code, new_code = old.get("code") or {}, new.get("code") or {}
+    # Modules outside the pipeline's folder (numpy, ...) are in a key by name only; their
+    # coming or going is told by the module of the folder whose imports changed.
+    modules = sorted(m for m in set(old_code) | set(new_code)
+                     if old_code.get(m) != new_code.get(m)
+                     and {old_code.get(m), new_code.get(m)} - {None, NOT_IN_FOLDER})
+    if modules:
+        found.append("function source changed ("
+                     + ", ".join(m.replace(".", "/") + ".py" for m in modules) + ")")
+    for part, what in (("errors", "error budget changed"),
+                       ("depends_on", "the artifacts it compares with changed")):
+        if old.get(part) != new.get(part):
+            found.append(what)
+    for part, what in (("version", "component version"), ("seqline", "seqline")):
+        if old.get(part) != new.get(part):
+            found.append(f"{what} changed ({old.get(part)} → {new.get(part)})")
+    return found
+
+
+def _flat(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in params.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _differences(old: Mapping[str, Any], new: Mapping[str, Any], most: int = 3) -> str:
+    """"window 14 → 21, label tmax → tmin": the first `most` parameters that differ."""
+    changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    said = [f"{k} {_text(old.get(k))} → {_text(new.get(k))}" for k in changed[:most]]
+    more = f", and {len(changed) - most} more" if len(changed) > most else ""
+    return ", ".join(said) + more
+
+
+def _text(value: Any) -> str:
+    return "unset" if value is None else str(value)
+
+
+def _base(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def wire(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], *,
+         overlap: bool = True, committed: Collection[str] = ()) -> list[Step]:
+    """How every stage of `spec` connects, in order (the plan's steps without their actions).
+
+    Args:
+        spec: the pipeline.
+        components: the component of each stage, by name.
+        overlap: run as an assembly line (True) or each stage after the one before has
+            committed (False; ingest still streams into the stage after it, storing nothing).
+        committed: stages reused or kept: they are not run, only reported.
+
+    Example: ingest -> tfrecord_write -> batching -> train gives ingest a belt to
+    tfrecord_write, tfrecord_write a belt to batching, and train `artifacts` following the line.
+    """
+    steps: list[Step] = []
+    for i, stage in enumerate(spec.stages):
+        component = components[stage.component]
+        previous = spec.stages[i - 1].name if i else None
+        source = _source(spec, stage)
+        kind = _kind(component)
+        if stage.name in committed:
+            steps.append(Step(stage.name, stage.component, kind, "reuse", "", source,
+                              "artifacts"))
+            continue
+        gives = _gives_belt(spec, components, i, committed) and (
+            overlap or component.reads == "files")
+        takes = _takes(component, source, steps)
+        after = None if overlap or takes == "belt" or previous is None else previous
+        steps.append(Step(
+            stage.name, stage.component, kind, "run", "", source, takes, gives_belt=gives,
+            after=after,
+            waits_for_all=kind == "driver" and takes == "artifacts" and not component.live,
+            follows_line=component.live and takes == "artifacts"))
+    return steps
+
+
+def _takes(component: ComponentSpec[Any], source: str | None, before: list[Step]) -> Takes:
+    if component.reads == "files" or source is None:
+        return "files"
+    if not component.takes_stream:
+        return "artifacts"
+    # A belt goes only to the stage right after the one that fills it.
+    handed = bool(before) and before[-1].stage == source and before[-1].gives_belt
+    return "belt" if handed else "feed"
+
+
+def _gives_belt(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], i: int,
+                committed: Collection[str]) -> bool:
+    """Whether stage i's blocks go straight to the next stage (it reads them, as they come)."""
+    stage: StageSpec[Any] = spec.stages[i]
+    if i + 1 >= len(spec.stages) or components[stage.component].writes not in ("stream",
+                                                                               "records"):
+        return False
+    after = spec.stages[i + 1]
+    reads = after.inputs[0] if after.inputs else stage.name
+    return (reads == stage.name and after.name not in committed
+            and components[after.component].takes_stream)
+
+
+def runnable_committed(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]],
+                       committed: Collection[str]) -> set[str]:
+    """Of the stages committed earlier (resumed or cached), those that need not run again.
+
+    A stage that stores nothing but passes its blocks on (ingest) must run again when a
+    stage reading it runs: its blocks exist only while it runs.
+
+    Example: ingest committed, tfrecord_write not: both run.
+    """
+    keep = set(committed)
+    for stage in spec.stages:
+        source = _source(spec, stage)
+        if stage.name not in keep and source in keep \
+                and components[spec.stage(source).component].writes == "stream":
+            keep.discard(source)
+    return keep
+
+
+def _fused(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]],
+           steps: list[Step]) -> dict[str, str]:
+    """The map stages that run inside the engine job of an earlier stage: name -> the stage
+    whose job it is (the head of the chain).
+
+    Where each stage is a batch job (Beam), a stage taking the blocks of one that passes on
+    every record as it came (tfrecord_write) runs in that stage's job: each block goes through
+    both in one bundle, and the two stages run at the same time instead of one job after the
+    other (decisions/0040). The same records and shards result.
+    """
+    heads: dict[str, str] = {}
+    for before, step in zip(steps, steps[1:], strict=False):
+        previous = components[spec.stage(before.stage).component]
+        component = components[step.component]
+        if (step.takes == "belt" and step.source == before.stage and before.runs
+                and previous.passes_every_record and step.kind == before.kind == "map"
+                and component.takes_stream and not component.cuts_blocks):
+            heads[step.stage] = heads.get(before.stage, before.stage)
+    return heads

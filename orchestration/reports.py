@@ -1,0 +1,94 @@
+"""What each stage of a run did, gathered from the run's events (the Python API's answer)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from seqline.orchestration.events import (
+    BlocksDone,
+    Event,
+    StageCommitted,
+    StageFailed,
+    StagePlanned,
+    StageReused,
+    StageSkipped,
+    StageStarted,
+)
+from seqline.pipeline.stage import Counts
+from seqline.pipeline.storage import Folder
+
+__all__ = ["RunReports", "StageReport"]
+
+
+@dataclass
+class StageReport:
+    """What one stage did: its status, counts, time, waits and where its artifact is.
+
+    `status`: succeeded, cached (reused from run `cached_from`), kept (committed by the
+    resumed run's interrupted attempt), failed, skipped (not run: `reason` says why), or
+    pending/running while the run goes. `seconds` is this run's: about 0 for a stage not run.
+    """
+
+    stage: str
+    component: str
+    status: str = "pending"
+    reason: str = ""
+    counts: Counts = field(default_factory=Counts)
+    blocks: int = 0
+    seq_min: int | None = None
+    seq_max: int | None = None
+    seconds: float = 0.0
+    waited_input: float = 0.0
+    waited_output: float = 0.0
+    max_in_flight: int = 0
+    block_retries: int = 0
+    path: Folder | None = None
+    cached_from: str | None = None
+    took: float | None = None  # a reused stage: the seconds it took in run `cached_from`
+
+
+class RunReports:
+    """A subscriber: one StageReport per stage, in plan order, kept current by the events."""
+
+    def __init__(self) -> None:
+        self._reports: dict[str, StageReport] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def stages(self) -> list[StageReport]:
+        with self._lock:
+            return list(self._reports.values())
+
+    def __call__(self, event: Event) -> None:
+        with self._lock:
+            if isinstance(event, StagePlanned):
+                self._reports[event.stage or ""] = StageReport(
+                    event.stage or "", event.component, reason=event.reason)
+                return
+            report = self._reports.get(event.stage or "")
+            if report is not None:
+                _apply(report, event)
+
+
+def _apply(report: StageReport, event: Event) -> None:
+    if isinstance(event, StageStarted):
+        report.status = "running"
+    elif isinstance(event, BlocksDone):
+        report.counts, report.blocks = event.counts, event.blocks
+    elif isinstance(event, StageReused):
+        report.status = "cached" if event.action == "reuse" else "kept"
+        report.counts, report.seq_min, report.seq_max = event.counts, event.seq_min, event.seq_max
+        report.path, report.took = event.path, event.took
+        report.cached_from = event.reused_from if event.action == "reuse" else None
+    elif isinstance(event, StageCommitted):
+        report.status, report.counts, report.blocks = "succeeded", event.counts, event.blocks
+        report.seq_min, report.seq_max, report.seconds = event.seq_min, event.seq_max, \
+            event.seconds
+        report.waited_input, report.waited_output = event.waited_input, event.waited_output
+        report.max_in_flight, report.block_retries = event.max_in_flight, event.block_retries
+        report.path = event.path
+    elif isinstance(event, StageFailed):
+        report.status = "failed"
+    elif isinstance(event, StageSkipped):
+        report.status, report.reason = "skipped", event.reason

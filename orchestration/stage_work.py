@@ -1,0 +1,136 @@
+"""What a stage's thread does: a data stage produces, accounts and passes blocks on; a driver
+stage runs its component; both commit their artifact and say so."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from seqline.components import COMPONENTS
+from seqline.orchestration.events import (
+    BlocksDone,
+    RecordsConsumed,
+    StageCommitted,
+    StageStarted,
+    WaitEnded,
+    WaitStarted,
+)
+from seqline.orchestration.line import Belt
+from seqline.orchestration.plan import Step
+from seqline.orchestration.stage_output import StageOutput, manifest_of
+from seqline.pipeline.artifacts import StageArtifact
+from seqline.pipeline.blocks import Block, recut
+from seqline.pipeline.feed import ShardFeed
+from seqline.pipeline.specs import StageContext, StageResult, StageSpec
+from seqline.pipeline.stage import BlockResult, Counts, MapTask
+from seqline.pipeline.storage import Folder, Location
+
+if TYPE_CHECKING:
+    from seqline.orchestration.executor import RunContext
+
+__all__ = ["run_data_stage", "run_driver"]
+
+
+def run_data_stage(step: Step, stage: StageSpec[Any], run: RunContext, artifact: StageArtifact,
+                    inputs: Iterable[Any] | None, output: Belt[Block] | None,
+                    feed: ShardFeed | None, waits: Callable[[], tuple[float, float]]) -> Folder:
+    """A source or map stage: produce, account, pass blocks on, commit."""
+    run.bus.publish(StageStarted(stage=stage.name))
+    start, started = time.perf_counter(), time.time()
+    out = StageOutput(stage, artifact.path, feed)
+    counts, blocks = Counts(), 0
+    for result in _produce(step, stage, run, inputs, artifact.path):
+        counts, blocks = counts + result.counts, blocks + 1
+        out.add(result)
+        run.bus.publish(BlocksDone(stage=stage.name, counts=counts, blocks=blocks,
+                                   waited_input=waits()[0], waited_output=waits()[1]))
+        if output is not None and result.batch is not None and result.batch.num_rows:
+            output.put(Block(out.forwarded, result.batch))
+            out.forwarded += 1
+    if output is not None:
+        output.close()
+    seconds, (waited_input, waited_output) = time.perf_counter() - start, waits()
+    stored = out.finish(counts)
+    return _commit(step, stage, run, artifact, counts, blocks, out.seq_min, out.seq_max,
+                   seconds, started, waited_input, waited_output, stored, feed)
+
+
+def run_driver(step: Step, stage: StageSpec[Any], run: RunContext, artifact: StageArtifact,
+                inputs: Iterable[Any] | None) -> Folder:
+    """A driver stage: live ones start at once; others once every stage before has committed."""
+    bus = run.bus
+    bus.publish(StageStarted(stage=stage.name))
+    start, started = time.perf_counter(), time.time()
+    if step.waits_for_all:
+        bus.publish(WaitStarted(stage=stage.name, on="input"))
+        for earlier in run.plan.steps[:run.plan.steps.index(step)]:
+            run.line.committed(earlier.stage)
+        bus.publish(WaitEnded(stage=stage.name, on="input",
+                              seconds=time.perf_counter() - start))
+    waited = time.perf_counter() - start
+    # On an object store the run folder is a Location (its readers take either) whose hidden
+    # entries (train's backup) are local, and `out_dir` a local staging folder that the
+    # commit uploads: TensorFlow writes both as usual.
+    context = StageContext(
+        run.folder.with_scratch() if isinstance(run.folder, Location) else run.folder,
+        artifact.out_dir, step.source or "", run.spec.base_dir, run.spec.name, blocks=inputs,
+        announce=run.line.announce(stage.name),
+        line=run.line if step.follows_line else None,  # type: ignore[arg-type]
+        launcher=getattr(run.runner, "launcher", None),
+        progress=lambda n: bus.publish(RecordsConsumed(stage=stage.name, records=n)))
+    result: StageResult = COMPONENTS[stage.component].run(stage, context)
+    if isinstance(inputs, Belt):
+        waited = inputs.waited_get
+    elif result.waited_input is not None:  # measured by the stage (train: its steps' wait)
+        waited = result.waited_input
+    counts = Counts(records_in=result.records_in, records_out=result.records_in)
+    return _commit(step, stage, run, artifact, counts, 0, None, None,
+                   time.perf_counter() - start, started, waited, 0.0, result.manifest, None)
+
+
+def _produce(step: Step, stage: StageSpec[Any], run: RunContext, upstream: Iterable[Any] | None,
+             out_dir: Folder) -> Iterator[BlockResult]:
+    component = COMPONENTS[stage.component]
+    if step.kind == "source":  # it may hand ranges of its files to the workers
+        yield from component.run(stage, run.spec.base_dir, run.runner.map_blocks)
+        return
+    if step.fused_after:  # it runs in the engine job of the stage before it
+        for result in upstream or ():
+            result.raise_if_failed()
+            yield result
+        return
+    task: MapTask = component.run(stage, run.spec.base_dir, out_dir)
+    blocks: Iterable[Block] = upstream or iter(())
+    if task.input_records:
+        blocks = recut((b.batch for b in blocks), task.input_records)
+    chain = [s.stage for s in run.plan.steps if s.fused_after == stage.name]
+    if not chain:
+        yield from run.runner.map_blocks(task, blocks)
+        return
+    tasks = [task, *(run.fused[name][0] for name in chain)]
+    for results in run.runner.map_chain(tasks, blocks):
+        results[0].raise_if_failed()
+        for name, result in zip(chain, results[1:], strict=False):
+            run.fused[name][1].put(result)
+        yield results[0]
+    for name in chain:  # only now: a fused stage must not commit what a failure cut short
+        run.fused[name][1].close()
+
+
+def _commit(step: Step, stage: StageSpec[Any], run: RunContext, artifact: StageArtifact,
+            counts: Counts, blocks: int, seq_min: int | None, seq_max: int | None,
+            seconds: float, started: float, waited_input: float, waited_output: float,
+            stored: dict[str, Any], feed: ShardFeed | None) -> Folder:
+    """Write the manifest last (the commit), then say so."""
+    peak, retries = run.tally.peak(stage.name), run.tally.retries(stage.name)
+    manifest = manifest_of(stage, step.source, run.runner, counts, blocks, seq_min, seq_max,
+                           seconds, started, waited_input, waited_output, peak, retries, stored)
+    path = artifact.commit(manifest)
+    if feed is not None:
+        feed.close(path)
+    run.bus.publish(StageCommitted(
+        stage=stage.name, counts=counts, blocks=blocks, seq_min=seq_min, seq_max=seq_max,
+        seconds=seconds, waited_input=waited_input, waited_output=waited_output,
+        max_in_flight=peak, block_retries=retries, path=path, manifest=manifest))
+    return path

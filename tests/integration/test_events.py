@@ -1,0 +1,189 @@
+"""The run's event stream, as an in-memory subscriber sees it: complete, ordered and well
+formed for a success, a failure, a cancel, a resume and a cached run, on every runner."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+from collections import defaultdict
+
+import pytest
+
+from seqline.components import COMPONENTS
+from seqline.orchestration.api import execute
+from seqline.orchestration.events import (
+    BlocksDone,
+    Event,
+    RunEnded,
+    RunStarted,
+    StageCommitted,
+    StageFailed,
+    StagePlanned,
+    StageReused,
+    StageSkipped,
+    StageStarted,
+)
+from seqline.pipeline.config import load_pipeline
+from seqline.pipeline.errors import Cancelled, StageError
+from tests.conftest import USERFNS
+
+pytestmark = pytest.mark.integration
+
+ROWS = 400
+PIPELINE = """\
+name: evented
+stages:
+  - {{name: read, component: ingest, params: {{format: csv, paths: [in.csv], block_records: 40}}}}
+  - {{name: write, component: tfrecord_write, params: {{shard_records: 80}}}}
+  - {{name: features, component: preprocess, params: {{fn: "latency:{fn}", fn_kwargs: {kwargs}}}}}
+  - {{name: again, component: preprocess, params: {{fn: "latency:keep_even"}}}}
+"""
+ENDED = (StageCommitted, StageReused, StageFailed, StageSkipped)
+RUNNERS = {"local": {}, "beam": {"mode": "multi_processing"}, "ray": {}}
+
+
+class Story:
+    """An in-memory subscriber: every event, in the order it was published."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        with self._lock:
+            self.events.append(event)
+
+    def of(self, stage: str) -> list[Event]:
+        return [e for e in self.events if e.stage == stage]
+
+    def ended(self) -> dict[str, Event]:
+        return {e.stage or "": e for e in self.events if isinstance(e, ENDED)}
+
+
+def _folder(tmp_path, fn="skewed", kwargs="{base_ms: 3, seed: 1}"):
+    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(ROWS)))
+    shutil.copy(USERFNS / "latency.py", tmp_path / "latency.py")
+    (tmp_path / "p.yaml").write_text(PIPELINE.format(fn=fn, kwargs=kwargs))
+    return load_pipeline(tmp_path / "p.yaml", COMPONENTS)
+
+
+def _run(spec, tmp_path, run_id, story, runner="local", subscribers=None, **options):
+    if runner == "ray":
+        options.setdefault("working_dir", str(spec.base_dir))
+    return execute(spec, root=tmp_path / "root", run_id=run_id, runner=runner,
+                   subscribers=subscribers or [story], **{**RUNNERS[runner], **options})
+
+
+def _well_formed(story: Story, stages: list[str], status: str) -> None:
+    """The shape every run's story has, whatever happened in it."""
+    events = story.events
+    assert isinstance(events[0], RunStarted) and isinstance(events[-1], RunEnded)
+    assert events[-1].status == status
+    planned = [e.stage for e in events if isinstance(e, StagePlanned)]
+    assert planned == stages  # every stage planned, in pipeline order, before any starts
+    first_start = next((i for i, e in enumerate(events) if isinstance(e, StageStarted)), None)
+    assert first_start is None or first_start > max(
+        i for i, e in enumerate(events) if isinstance(e, StagePlanned))
+    ends = defaultdict(list)
+    for e in events:
+        if isinstance(e, ENDED):
+            ends[e.stage].append(e)
+    assert {s: len(ends[s]) for s in stages} == dict.fromkeys(stages, 1)  # one end each
+    for stage in stages:
+        mine = story.of(stage)
+        end = ends[stage][0]
+        assert all(not isinstance(e, ENDED) for e in mine[mine.index(end) + 1:])
+        if isinstance(end, StageCommitted | StageFailed):
+            assert isinstance(mine[1], StageStarted)  # right after its plan
+        totals = [e.counts.records_in for e in mine if isinstance(e, BlocksDone)]
+        assert totals == sorted(totals)  # totals only grow
+        if isinstance(end, StageCommitted) and totals:
+            assert end.counts.records_in == totals[-1]
+            c = end.counts
+            assert c.records_in == c.records_out + c.filtered + c.dead_lettered - c.exploded
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_a_successful_run_tells_every_stage_start_progress_and_commit(tmp_path, runner,
+                                                                      request):
+    if runner == "ray":
+        request.getfixturevalue("ray_session")
+    story = Story()
+    result = _run(_folder(tmp_path), tmp_path, "ok", story, runner)
+    stages = ["read", "write", "features", "again"]
+    _well_formed(story, stages, "succeeded")
+    assert all(isinstance(e, StageCommitted) for e in story.ended().values())
+    assert [r.status for r in result.stages] == ["succeeded"] * 4
+    assert story.ended()["again"].counts.records_out == ROWS // 2  # (it keeps even seq)
+    assert result.plan is not None and result.plan.summary() == f"4 of 4 stages on {runner}"
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_a_failure_is_one_stage_failed_and_the_rest_skipped_with_the_reason(tmp_path, runner,
+                                                                            request):
+    if runner == "ray":
+        request.getfixturevalue("ray_session")
+    story = Story()
+    spec = _folder(tmp_path, fn="boom_at", kwargs="{seq: 250}")
+    with pytest.raises(StageError):
+        _run(spec, tmp_path, "bad", story, runner)
+    _well_formed(story, ["read", "write", "features", "again"], "failed")
+    ended = story.ended()
+    failed = [e for e in ended.values() if isinstance(e, StageFailed)]
+    assert [e.stage for e in failed] == ["features"]
+    assert "\n" not in failed[0].message and "seq 250" in failed[0].message
+    assert failed[0].traceback and "boom_at" in failed[0].traceback
+    assert isinstance(ended["again"], StageSkipped)
+    assert ended["again"].reason == "not run: upstream `features` failed"
+    run_end = story.events[-1]
+    assert run_end.message == failed[0].message and run_end.error_stage == "features"
+
+
+def test_a_cancel_ends_every_unfinished_stage_as_skipped(tmp_path):
+    story = Story()
+    spec = _folder(tmp_path, kwargs="{base_ms: 100, seed: 1}")
+    sent = threading.Event()
+
+    def ctrl_c_midway(event: Event) -> None:  # as a user would, once features is under way
+        if isinstance(event, BlocksDone) and event.stage == "features" and not sent.is_set():
+            sent.set()
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(Cancelled):
+        _run(spec, tmp_path, "stopped", story, subscribers=[story, ctrl_c_midway])
+    _well_formed(story, ["read", "write", "features", "again"], "cancelled")
+    skipped = [e for e in story.ended().values() if isinstance(e, StageSkipped)]
+    assert skipped and all(e.reason.startswith("not run to the end: the run was cancelled")
+                           for e in skipped)
+    assert not any(isinstance(e, StageFailed) for e in story.events)
+
+
+def test_a_resume_keeps_what_was_committed_and_runs_the_rest(tmp_path):
+    spec = _folder(tmp_path, fn="boom_at", kwargs="{seq: 250}")
+    with pytest.raises(StageError):
+        _run(spec, tmp_path, "r", Story())
+    fixed = _folder(tmp_path)  # the function mended
+    story = Story()
+    _run(fixed, tmp_path, "r", story, resume=True)
+    _well_formed(story, ["read", "write", "features", "again"], "succeeded")
+    ended = story.ended()
+    assert isinstance(ended["write"], StageReused) and ended["write"].action == "keep"
+    assert ended["write"].reused_from == "r"
+    assert isinstance(ended["features"], StageCommitted)
+    assert isinstance(story.events[0], RunStarted) and story.events[0].resume
+
+
+def test_a_cached_run_reuses_every_stage_and_runs_nothing(tmp_path):
+    spec = _folder(tmp_path)
+    _run(spec, tmp_path, "first", Story())
+    story = Story()
+    result = _run(spec, tmp_path, "second", story, runner="local")
+    _well_formed(story, ["read", "write", "features", "again"], "succeeded")
+    assert all(isinstance(e, StageReused) and e.action == "reuse" and e.reused_from == "first"
+               for e in story.ended().values())
+    assert not any(isinstance(e, StageStarted | BlocksDone) for e in story.events)
+    assert [r.status for r in result.stages] == ["cached"] * 4
+    assert result.plan is not None
+    assert result.plan.summary() == "0 of 4 stages on local; 4 reused from run first"
