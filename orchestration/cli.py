@@ -15,15 +15,20 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
 from seqline.components import COMPONENTS
 from seqline.components.schema import schema_text
 from seqline.orchestration.api import execute, new_run_id, plan_pipeline
 from seqline.orchestration.console import (
     UNBOUNDED_WIDTH,
+    Column,
     console,
+    format_count,
+    format_rate,
+    format_seconds,
     one_line,
+    print_table,
     stdout_to_stderr,
 )
 from seqline.orchestration.dashboard.cli import register as register_dashboard
@@ -43,6 +48,7 @@ from seqline.orchestration.events import (
 from seqline.orchestration.options import (
     AsJson,
     RunnerName,
+    Wide,
     output,
     print_json,
     reraise_if_debug,
@@ -166,6 +172,7 @@ def run(
                        "--json` does, with `verify`: verify's verdict (null with "
                        "--no-verify); a failed run's too. With --dry-run, the plan. "
                        "Everything else goes to stderr.")] = False,
+    wide: Wide = False,
 ) -> None:
     """Run PIPELINE: every stage in order, artifacts under ROOT/runs/RUN_ID/."""
     if not resume:  # known before the run starts, so that a failed run's JSON can be found
@@ -180,7 +187,7 @@ def run(
         spec = load_pipeline(pipeline, COMPONENTS)
         if dry_run:
             _print_plan(plan_pipeline(spec, options, root=root, store=store, run_id=run_id),
-                        as_json)
+                        as_json, wide)
             return
         _check_root(root)
         if not output.verbose and any("tensorflow" in COMPONENTS[s.component].driver_imports
@@ -206,7 +213,7 @@ def run(
             _print_problems(result.checks or [], err)  # why exit 1, for the log
             raise typer.Exit(1)
         return
-    _print_stages(document, time.perf_counter() - start)
+    _print_stages(document, time.perf_counter() - start, wide)
     ran = result.plan.summary() if result.plan else runner.value
     out.print(f"Run [bold]{result.run_id}[/] succeeded: ran {ran}; artifacts in "
               f"{run_dir(result.root, result.run_id).resolve()}", highlight=False)
@@ -214,7 +221,7 @@ def run(
         cached = f"  (reused from run {report.cached_from})" if report.cached_from else ""
         out.print(f"  {report.stage:<16} {report.path}{cached}", highlight=False)
     _print_evaluations(result.stages)
-    if result.checks is not None and not _print_checks(result.run_id, result.checks):
+    if result.checks is not None and not _print_checks(result.run_id, result.checks, wide):
         raise typer.Exit(1)
 
 
@@ -229,19 +236,16 @@ def _engine(runner: RunnerName, ray_address: str | None, beam_mode: BeamMode,
     return {}
 
 
-def _print_plan(plan: RunPlan, as_json: bool) -> None:
+def _print_plan(plan: RunPlan, as_json: bool, wide: bool) -> None:
     """`run --dry-run`: each stage, what it would do and why."""
     if as_json:
         print_json(plan.as_json())
         return
-    table = Table(title=f"plan {plan.run_id} ({plan.summary()})")
-    for column in ("stage", "component", "action", "why"):
-        table.add_column(column, no_wrap=column != "why")
-    for step in plan.steps:
-        action = f"{step.action} (in {step.fused_after}'s job)" if step.fused_after \
-            else step.action
-        table.add_row(step.stage, step.component, action, step.reason)
-    out.print(table, highlight=False)
+    rows = [[step.stage, f"{step.action} (in {step.fused_after}'s job)" if step.fused_after
+             else step.action, step.reason, step.component] for step in plan.steps]
+    print_table(out, [Column("stage"), Column("action"), Column("why", 1),
+                      Column("component", 2)], rows, wide=wide,
+                title=f"plan {plan.run_id}: {plan.summary()}")
 
 
 @app.command()
@@ -282,6 +286,7 @@ def verify(
     run_id: Annotated[str, typer.Argument(help="The run to check.")],
     root: Annotated[str, typer.Option(help=ROOT_HELP)] = str(DEFAULT_ROOT),
     as_json: AsJson = False,
+    wide: Wide = False,
 ) -> None:
     """Check RUN_ID's artifacts: shard order, coverage, counts, checksums. Exit 0 if all hold.
 
@@ -295,21 +300,23 @@ def verify(
         print_json(verdict(checks))
         ok = _print_problems(checks, err)
     else:
-        ok = _print_checks(run_id, checks)
+        ok = _print_checks(run_id, checks, wide)
     if not ok:
         raise typer.Exit(1)
 
 
-def _print_checks(run_id: str, checks: list[StageCheck]) -> bool:
+VERIFY_COLUMNS = [Column("stage"), Column("contract"), Column("records", 1, "right"),
+                  Column("shards", 2, "right"), Column("dead letters", 3, "right"),
+                  Column("component", 4)]
+
+
+def _print_checks(run_id: str, checks: list[StageCheck], wide: bool = False) -> bool:
     """The verify table, then each problem in full; True if every stage holds."""
-    table = Table(title=f"verify {run_id}")
-    for column in ("stage", "component", "records", "shards", "dead letters", "contract"):
-        table.add_column(column, justify="left" if column in ("stage", "component") else "right")
-    for c in checks:
-        verdict = "[green]ok[/]" if c.ok else f"[red]{len(c.problems)} problem(s)[/]"
-        table.add_row(c.stage, c.component, f"{c.records:,}", str(c.shards),
-                      f"{c.dead_letters:,}", verdict)
-    out.print(table)
+    rows = [[c.stage, Text("ok", "green") if c.ok else Text(f"{len(c.problems)} problem(s)",
+                                                           "red"),
+             format_count(c.records), format_count(c.shards), format_count(c.dead_letters),
+             c.component] for c in checks]
+    print_table(out, VERIFY_COLUMNS, rows, wide=wide, title=f"verify {run_id}")
     ok = _print_problems(checks, out)
     out.print("All artifacts hold the ordering contract." if ok else
               "The run's artifacts break the contract; see the problems above.")
@@ -349,22 +356,28 @@ def _progress(spec: PipelineSpec) -> Any:
     return Tracker()
 
 
-def _print_stages(document: dict[str, Any] | None, seconds: float) -> None:
-    """The stage table, from the run as the store recorded it (as `runs show` prints it)."""
-    table = Table(title=f"stages ({seconds:.1f} s)")
-    for column in ("stage", "status", "in", "out", "filtered", "dead-lettered", "s",
-                   "records/s", "waited in", "waited out", "why"):
-        table.add_column(column, justify="left" if column in ("stage", "status", "why")
-                         else "right")
+# The stage table of a run, as `runs show` has it: what the next look needs always shows.
+STAGE_COLUMNS = [Column("stage"), Column("status"), Column("in", 1, "right"),
+                 Column("out", 2, "right"), Column("s", 1, "right"),
+                 Column("records/s", 3, "right"), Column("waited in", 2, "right"),
+                 Column("waited out", 3, "right"), Column("filtered", 4, "right"),
+                 Column("dead-lettered", 4, "right"), Column("why", 5)]
+
+
+def _print_stages(document: dict[str, Any] | None, seconds: float, wide: bool) -> None:
+    """The stage table, from the run as the store recorded it (what `runs show --json` and
+    the dashboard read). records/s: records in over the stage's seconds, for a stage that
+    ran now."""
+    rows = []
     for s in (document or {}).get("stages", []):
-        seconds_, records = s["seconds"] or 0.0, s["records_in"] or 0
-        busy = seconds_ - (s["waited_input"] or 0.0) - (s["waited_output"] or 0.0)
-        rate = f"{records / busy:,.0f}" if busy > 0 and s["status"] == "succeeded" else "-"
-        table.add_row(s["name"], s["status"], f"{records:,}", f"{s['records_out'] or 0:,}",
-                      f"{s['filtered'] or 0:,}", f"{s['dead_lettered'] or 0:,}",
-                      f"{seconds_:.2f}", rate, f"{s['waited_input'] or 0:.2f}",
-                      f"{s['waited_output'] or 0:.2f}", s.get("reason") or "")
-    out.print(table, highlight=False)
+        ran = s["status"] in ("succeeded", "failed") and s["seconds"]
+        rows.append([s["name"], s["status"], format_count(s["records_in"]),
+                     format_count(s["records_out"]), format_seconds(s["seconds"]),
+                     format_rate((s["records_in"] or 0) / s["seconds"]) if ran else "-",
+                     format_seconds(s["waited_input"]), format_seconds(s["waited_output"]),
+                     format_count(s["filtered"]), format_count(s["dead_lettered"]),
+                     s.get("reason") or ""])
+    print_table(out, STAGE_COLUMNS, rows, wide=wide, title=f"stages ({seconds:.1f} s)")
 
 
 # Beam options are recorded with the run (the run store, the dashboard): never a secret.

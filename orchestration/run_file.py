@@ -27,13 +27,13 @@ class RunFile:
                             "window": event.window, "queue": self.queue, "started_at": _now()}
             self._write({**self._record, "status": "running"})
         elif isinstance(event, StagePlanned) and self._record is not None:
-            self._record.setdefault("plan", {})[event.stage] = {
-                "action": event.action, "reason": event.reason,
-                "reused_from": event.reused_from, "cache_key": event.cache_key}
+            self._record.setdefault("plan", []).append({
+                "stage": event.stage, "action": event.action, "reason": event.reason,
+                "reused_from": event.reused_from, "cache_key": event.cache_key})
         elif isinstance(event, RunEnded) and self._record is not None:
             ended = {**self._record, "status": event.status, "finished_at": _now()}
             if event.status == "succeeded":  # verify reads the stages in this order
-                ended["stages"] = list(self._record.get("plan") or {})
+                ended["stages"] = [step["stage"] for step in self._record.get("plan") or []]
             if event.message:
                 ended["error"] = event.message
             self._write(ended)

@@ -70,9 +70,13 @@ def _index_run(conn: Connection, folder: Folder, record: dict[str, Any]) -> int:
         return 0
     stages = [(d, json.loads((d / MANIFEST).read_text())) for d in folder.iterdir()
               if (d / MANIFEST).is_file()]
-    stages.sort(key=lambda s: (s[1].get("timeline", {}).get("started") or 0, s[0].name))
+    # What the run's plan did with each stage, and why, in plan order (the live run's rows'
+    # order; a run from before the plan was recorded: by start).
+    planned = {step["stage"]: step for step in record.get("plan") or []}
+    order = list(planned)
+    stages.sort(key=lambda s: (order.index(s[0].name) if s[0].name in order else len(order),
+                               s[1].get("timeline", {}).get("started") or 0, s[0].name))
     outputs = {d.name: _artifact(d, m) for d, m in stages}
-    planned = record.get("plan") or {}  # what the run's plan did with each stage, and why
     for stage_dir, manifest in stages:
         _index_stage(conn, row["run_id"], manifest, planned.get(stage_dir.name) or {},
                      outputs[stage_dir.name], stage_dir.parent / (manifest.get("input") or ""))

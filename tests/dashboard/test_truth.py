@@ -1,0 +1,193 @@
+"""One truth, many surfaces: for the demo, a failing run and a cached rerun, the terminal's
+table, `run --json`, `runs show --json`, `/api` and the dashboard's run page agree on every
+stage's status, counts and seconds, and on the failure's one line."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from markupsafe import escape
+
+from tests.dashboard.conftest import DEMO, Server, seqline
+
+pytestmark = pytest.mark.e2e
+
+BAD_FEATURES = '''\
+import pyarrow.compute as pc
+
+from features import add_columns as good
+
+
+def add_columns(batch):
+    if pc.any(pc.equal(batch.column("__seq__"), 700)).as_py():
+        raise ValueError("a day the feature code cannot take")
+    return good(batch)
+'''
+FIELDS = ("status", "records_in", "records_out", "seconds", "waited_input", "waited_output")
+
+
+@pytest.fixture(scope="module")
+def surfaces(tmp_path_factory) -> Iterator[dict]:
+    """The three runs, what the terminal and `run --json` said of each, and the dashboard."""
+    folder = tmp_path_factory.mktemp("truth")
+    shutil.copytree(DEMO, folder / "demo")
+    demo = folder / "demo" / "pipeline.yaml"
+    demo.write_text(demo.read_text().replace("epochs: 15", "epochs: 2"))
+    (folder / "demo" / "bad_features.py").write_text(BAD_FEATURES)
+    bad = folder / "demo" / "bad.yaml"
+    bad.write_text(demo.read_text().replace("features:add_columns", "bad_features:add_columns"))
+    root = folder / "root"
+    said = {
+        "demo": seqline("run", str(demo), "--root", str(root), "--run-id", "demo"),
+        "bad": seqline("run", str(bad), "--root", str(root), "--run-id", "bad", "--json"),
+        "again": seqline("run", str(demo), "--root", str(root), "--run-id", "again", "--json"),
+    }
+    assert [said[r].returncode for r in said] == [0, 1, 0], [said[r].stderr for r in said]
+    server = Server(root)
+    try:
+        yield {"root": root, "said": said, "url": server.url}
+    finally:
+        server.stop()
+
+
+def _shown(root: Path, run_id: str) -> dict:
+    done = seqline("runs", "show", run_id, "--root", str(root), "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _terminal_table(stdout: str) -> dict[str, dict]:
+    """The stage table `seqline run` printed (piped: every column), by stage."""
+    lines = [line for line in stdout.splitlines() if line.startswith("│")]
+    header = next(i for i, line in enumerate(stdout.splitlines()) if line.startswith("┃"))
+    names = [c.strip() for c in stdout.splitlines()[header].strip("┃").split("┃")]
+    rows = {}
+    for line in lines:
+        cells = [c.strip() for c in line.strip("│").split("│")]
+        if len(cells) == len(names) and "why" in names:
+            rows[cells[0]] = dict(zip(names, cells, strict=True))
+    return rows
+
+
+def _page_rows(html: str) -> dict[str, dict]:
+    rows = {}
+    for name, body in re.findall(r'<tr class="stage-row[^"]*" data-stage="([^"]+)">(.*?)</tr>',
+                                 html, re.S):
+        cells = {k: re.sub(r"<[^>]+>", "", v).strip() for k, v in re.findall(
+            r'<td class="(?:num )?([a-z-]+)">(.*?)</td>', body, re.S)}
+        rows[name] = cells
+    return rows
+
+
+def _number(text: str) -> float:
+    return float(re.sub(r"[^0-9.]", "", text) or 0)
+
+
+def _agree(document: dict, api: dict, page: str, terminal: dict[str, dict] | None) -> None:
+    stages = {s["name"]: s for s in document["stages"]}
+    assert [s["name"] for s in api["stages"]] == list(stages)
+    for s in api["stages"]:  # /api: the same stage documents
+        assert {k: s[k] for k in FIELDS} == {k: stages[s["name"]][k] for k in FIELDS}
+        assert s["reason"] == stages[s["name"]]["reason"]
+    rows = _page_rows(page)
+    assert list(rows) == list(stages)
+    for name, s in stages.items():
+        row = rows[name]
+        assert row["stage-status"] == s["status"], (name, row)
+        assert _number(row["records-in"]) == (s["records_in"] or 0), (name, row)
+        assert _number(row["seconds"]) == pytest.approx(s["seconds"] or 0, abs=0.01)
+        assert _number(row["waited-in"]) == pytest.approx(s["waited_input"] or 0, abs=0.01)
+        assert _number(row["waited-out"]) == pytest.approx(s["waited_output"] or 0, abs=0.01)
+        assert (row["why"] or None) == (s["reason"] or (
+            f"reused from run {s['cached_from']}" if s["cached_from"] else None)), name
+    if terminal is not None:
+        assert list(terminal) == list(stages)
+        for name, s in stages.items():
+            row = terminal[name]
+            assert row["status"] == s["status"] and row["why"] == (s["reason"] or "")
+            assert _number(row["in"]) == (s["records_in"] or 0)
+            assert _number(row["out"]) == (s["records_out"] or 0)
+            assert _number(row["s"]) == pytest.approx(s["seconds"] or 0, abs=0.01)
+            assert _number(row["waited in"]) == pytest.approx(s["waited_input"] or 0, abs=0.01)
+
+
+def _surfaces_of(surfaces: dict, run_id: str) -> tuple[dict, dict, str]:
+    shown = _shown(surfaces["root"], run_id)
+    api = httpx.get(f"{surfaces['url']}/api/runs/{run_id}").json()
+    page = httpx.get(f"{surfaces['url']}/runs/{run_id}").text
+    return shown, api, page
+
+
+def test_the_demo_tells_one_story_everywhere(surfaces):
+    shown, api, page = _surfaces_of(surfaces, "demo")
+    _agree(shown, api, page, _terminal_table(surfaces["said"]["demo"].stdout))
+    assert {s["status"] for s in shown["stages"]} == {"succeeded"}
+    assert "ran 6 of 6 stages on local" in surfaces["said"]["demo"].stdout
+
+
+def test_a_failure_is_one_line_everywhere_and_the_rest_did_not_run(surfaces):
+    said = surfaces["said"]["bad"]
+    printed = json.loads(said.stdout)  # run --json: the runs show document, and verify
+    shown, api, page = _surfaces_of(surfaces, "bad")
+    assert {k: v for k, v in printed.items() if k not in ("verify", "heartbeat")} == \
+        {k: v for k, v in shown.items() if k != "heartbeat"}
+    _agree(shown, api, page, None)
+    error = shown["error"]
+    assert error["stage"] == "features" and "\n" not in error["message"]
+    assert "a day the feature code cannot take" in error["message"]
+    assert "Traceback" in error["traceback"] and "bad_features.py" in error["traceback"]
+    line = next(x for x in said.stderr.splitlines() if x.startswith("Run failed: "))
+    assert line.removeprefix("Run failed: ").startswith(error["message"])  # the same line
+    statuses = {s["name"]: (s["status"], s["reason"], s["error"]) for s in shown["stages"]}
+    assert statuses["features"][0] == "failed"
+    for name in ("batches", "model", "evaluation"):
+        assert statuses[name] == ("skipped", "not run: upstream `features` failed", None)
+    assert page.count(str(escape(error["message"]))) == 1
+    assert "Traceback (most recent call last)" not in page  # (on the stage's page, folded)
+
+
+def test_a_cached_rerun_says_where_each_stage_came_from(surfaces):
+    printed = json.loads(surfaces["said"]["again"].stdout)
+    shown, api, page = _surfaces_of(surfaces, "again")
+    assert {k: v for k, v in printed.items() if k not in ("verify", "heartbeat")} == \
+        {k: v for k, v in shown.items() if k != "heartbeat"}
+    _agree(shown, api, page, None)
+    stages = {s["name"]: s for s in shown["stages"]}
+    # evaluate compares with the last blessed model: if the first run blessed its model, the
+    # evaluation runs again against it
+    blessed = {s["name"]: s for s in _shown(surfaces["root"], "demo")["stages"]}[
+        "evaluation"]["evaluation"]["blessed"]
+    reused = ["read", "examples", "features", "batches", "model"] + ([] if blessed
+                                                                    else ["evaluation"])
+    for name in reused:
+        assert stages[name]["status"] == "cached" and stages[name]["cached_from"] == "demo"
+        assert stages[name]["seconds"] == 0.0
+        assert re.fullmatch(r"reused from run demo \(took \d+\.\d\d s\)", stages[name]["reason"])
+    if blessed:
+        assert stages["evaluation"]["status"] == "succeeded"
+        assert stages["evaluation"]["reason"] == "the artifacts it compares with changed"
+
+
+def test_store_rebuild_gives_the_documents_the_live_runs_recorded(surfaces, tmp_path):
+    """A lost store, recreated from the run folders: the same stages, kinds and reasons."""
+    store = f"sqlite:///{tmp_path / 'rebuilt.db'}"
+    done = seqline("store", "rebuild", "--root", str(surfaces["root"]), "--store", store)
+    assert done.returncode == 0, done.stderr
+    kept = ("name", "component", "status", "records_in", "records_out", "filtered",
+            "exploded", "dead_lettered", "cached_from", "reason", "cache_key", "params")
+    for run_id in ("demo", "again"):
+        live = _shown(surfaces["root"], run_id)
+        again = seqline("runs", "show", run_id, "--root", str(surfaces["root"]), "--store",
+                        store, "--json")
+        rebuilt = json.loads(again.stdout)
+        for a, b in zip(live["stages"], rebuilt["stages"], strict=True):
+            assert {k: a[k] for k in kept} == {k: b[k] for k in kept}
+            assert sorted(a["artifacts"], key=lambda x: x["role"]) == \
+                sorted(b["artifacts"], key=lambda x: x["role"])
+            assert a["evaluation"] == b["evaluation"]
