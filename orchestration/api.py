@@ -203,10 +203,12 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
         ConfigError: bad options, or a run id that is taken (or unknown, resuming).
         StageError: a stage failed (unless `raise_on_error` is False).
     """
+    if run_id is not None:
+        check_run_id(run_id)  # before anything: it names a folder
     options = options or run_options(spec, **fields)
-    if options.resume and not run_id:
+    if options.resume and run_id is None:
         raise ConfigError("resuming needs the run id of the run to finish (--run-id).")
-    run_id = check_run_id(run_id or new_run_id())
+    run_id = run_id if run_id is not None else new_run_id()
     root = open_root(root)
     with RunStore.open(*store_url(root, store)) as runs:
         plan = plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
@@ -264,10 +266,12 @@ def plan_pipeline(spec: PipelineSpec, options: RunOptions | None = None, *,
 
     Reads the root and, if there is one, the run store; creates and writes nothing.
     """
+    if run_id is not None:
+        check_run_id(run_id)  # before anything: it names a folder
     options = options or run_options(spec, **fields)
-    if options.resume and not run_id:
+    if options.resume and run_id is None:
         raise ConfigError("resuming needs the run id of the run to finish (--run-id).")
-    run_id = check_run_id(run_id or new_run_id())
+    run_id = run_id if run_id is not None else new_run_id()
     root = open_root(root)
     folder, url = store_url(root, store, create=False)
     if url is None and not (Path(folder) / DB_FILE).exists():

@@ -59,7 +59,7 @@ from seqline.orchestration.run_options import RunOptions
 from seqline.orchestration.runs_cli import run_document, runs_app, store_app
 from seqline.orchestration.schedule.cli import register as register_schedules
 from seqline.orchestration.verify import StageCheck, verdict, verify_run
-from seqline.pipeline.artifacts import read_manifest, run_dir
+from seqline.pipeline.artifacts import check_run_id, read_manifest, run_dir
 from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
 from seqline.pipeline.specs import PipelineSpec
@@ -175,10 +175,12 @@ def run(
     wide: Wide = False,
 ) -> None:
     """Run PIPELINE: every stage in order, artifacts under ROOT/runs/RUN_ID/."""
-    if not resume:  # known before the run starts, so that a failed run's JSON can be found
-        run_id = run_id or new_run_id()
     start = time.perf_counter()
     try:
+        if run_id is not None:
+            check_run_id(run_id)  # a name, never a path: before anything is made
+        elif not resume:  # known before the run starts, so that a failed run's JSON is found
+            run_id = new_run_id()
         options = RunOptions(
             runner=runner.value, workers=workers, window=window, queue=queue, overlap=overlap,
             cache=cache, resume=resume, verify=check, trigger=trigger.value,

@@ -26,10 +26,6 @@ BAD = [("../evil", r"'\.\./evil'"), ("../../x", r"'\.\./\.\./x'"), ("/abs/x", r"
        ("a/b", r"'a/b'"), ("a\x1bb", r"'a\\x1bb'"), ("a\nb", r"'a\\nb'"), (".", r"'\.'"),
        ("..", r"'\.\.'"), ("", r"''")]
 IDS = [repr(b[0]) for b in BAD]
-# `--run-id ''` is read as "no id given" by `seqline run` (a generated id) until the run path
-# checks every given id (issue 24's run path: cli.run and api.execute call check_run_id).
-EMPTY_NEEDS_RUN_PATH = pytest.mark.xfail(
-    strict=True, reason="cli.run and api.execute treat '' as no run id (issue 24's run path)")
 
 
 def _seqline(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -52,13 +48,7 @@ def parent(tmp_path_factory) -> Path:
     return folder
 
 
-def _bad(ids_needing_run_path: set[str]):
-    return [pytest.param(run_id, shown, id=repr(run_id),
-                         marks=[EMPTY_NEEDS_RUN_PATH] if run_id in ids_needing_run_path else [])
-            for run_id, shown in BAD]
-
-
-@pytest.mark.parametrize(("run_id", "shown"), _bad({""}))
+@pytest.mark.parametrize(("run_id", "shown"), BAD, ids=IDS)
 def test_run_id_bad_one_exits_2_in_one_line_writing_nothing(parent, run_id, shown):
     before = _listing(parent)
     done = _seqline(parent, "run", PIPELINE, "--root", "root", "--run-id", run_id,
@@ -69,15 +59,7 @@ def test_run_id_bad_one_exits_2_in_one_line_writing_nothing(parent, run_id, show
     assert _listing(parent) == before
 
 
-# Until the run path checks the id before it opens the store, a bad id is recorded as a
-# failed run, and a root that did not exist is made (issue 24: cli.run and api.execute).
-RUN_PATH = pytest.mark.xfail(
-    strict=True, reason="the run path records the run (and makes the root) before run_dir "
-                        "refuses the id; cli.run and api.execute call check_run_id first "
-                        "(issue 24)")
-
-
-@RUN_PATH
+# The run path checks the id before it opens the store: nothing is recorded, no root is made.
 @pytest.mark.parametrize(("run_id", "shown"), BAD, ids=IDS)
 def test_run_id_bad_one_is_not_recorded_and_makes_no_root(parent, run_id, shown):
     before = _listing(parent)
@@ -88,7 +70,6 @@ def test_run_id_bad_one_is_not_recorded_and_makes_no_root(parent, run_id, shown)
     assert [r["run_id"] for r in json.loads(listed.stdout)] == ["good"]
 
 
-@RUN_PATH
 @pytest.mark.parametrize("run_id", ["../x", "/abs/x", "a/b", ""])
 def test_run_id_python_api_refuses_a_bad_one_before_anything(tmp_path, run_id):
     import seqline
