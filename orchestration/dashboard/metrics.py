@@ -15,6 +15,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 
+from seqline.components import COMPONENTS
 from seqline.orchestration.dashboard.queries import liveness
 from seqline.orchestration.store.tables import epochs, eval_metrics, runs, samples, stage_runs
 
@@ -135,6 +136,11 @@ def _stages(rows: Sequence[Any], newest: dict[int, Any]) -> Iterator[Metric]:
     yield from (records, seconds, waits, flight, held, rate)
 
 
+# The components whose stage runs hold a model's quality: training epochs or an evaluation.
+MODEL_COMPONENTS = tuple(name for name, c in COMPONENTS.items()
+                         if c.writes in ("model", "evaluation"))
+
+
 def _latest_results(conn: Any) -> list[Metric]:
     """Each pipeline's newest evaluation and training epoch: what a model-quality panel plots."""
     value = GaugeMetricFamily("seqline_eval_metric", "The newest evaluation's overall metrics.",
@@ -146,7 +152,7 @@ def _latest_results(conn: Any) -> list[Metric]:
     newest = select(runs.c.pipeline, stage_runs.c.stage, func.max(stage_runs.c.id).label("id")) \
         .join(runs, runs.c.run_id == stage_runs.c.run_id) \
         .where(stage_runs.c.status == "succeeded",
-               stage_runs.c.component.in_(("evaluate", "train"))) \
+               stage_runs.c.component.in_(MODEL_COMPONENTS)) \
         .group_by(runs.c.pipeline, stage_runs.c.stage).subquery()
     picked = conn.execute(select(newest, stage_runs.c.component, stage_runs.c.blessed)
                           .join(stage_runs, stage_runs.c.id == newest.c.id)).all()

@@ -7,6 +7,7 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
+from seqline.components import COMPONENTS
 from seqline.orchestration.dashboard import files, queries
 from seqline.orchestration.dashboard.compare import flat
 from seqline.orchestration.dashboard.context import Dashboard
@@ -155,7 +156,7 @@ def _ran(run: dict[str, Any]) -> dict[str, Any]:
 def _training(stage: dict[str, Any], manifest: dict[str, Any] | None, epoch: int,
               page: int) -> dict[str, Any] | None:
     """Epochs (from the store), the input-wait share, and the order audit (the manifest)."""
-    if stage["component"] != "train":
+    if _writes(stage) != "model":
         return None
     epochs = stage["epochs"]
     seconds = sum(e["seconds"] or 0 for e in epochs)
@@ -181,12 +182,18 @@ def _training(stage: dict[str, Any], manifest: dict[str, Any] | None, epoch: int
 
 def _evaluation(stage: dict[str, Any], manifest: dict[str, Any] | None) -> dict[str, Any] | None:
     """Metrics overall and per slice, against the thresholds and the baseline."""
-    if stage["component"] != "evaluate" or stage["evaluation"] is None:
+    if stage["evaluation"] is None:
         return None
     found = manifest or {}
     return {**stage["evaluation"], "thresholds": found.get("thresholds") or {},
             "baseline": found.get("baseline"), "reasons": found.get("reasons") or [],
             "examples": found.get("examples")}
+
+
+def _writes(stage: dict[str, Any]) -> str | None:
+    """What the stage's component writes (a model, an evaluation, records, ...)."""
+    component = COMPONENTS.get(stage["component"])
+    return component.writes if component else None
 
 
 def compare_view(dash: Dashboard, run_id: str, name: str, other: str) -> dict[str, Any]:
