@@ -92,12 +92,17 @@ def show_command(
     store: Store = DEFAULT_STORE,
     wide: Wide = False,
     as_json: AsJson = False,
+    events: Annotated[bool, typer.Option(
+        "--events", help="With --json: add the run's events, in the order they happened "
+                         "(progress coalesced per second).")] = False,
 ) -> None:
     """Show one run: its stages, counts, waits, cache hits, artifacts, evaluation, error."""
     with opened(root, store) as runs:
         runs.reap_interrupted()
         try:
             run = runs.show_run(run_id)
+            if events:
+                run["events"] = runs.events_of(run_id)
         except ConfigError as exc:
             if not isinstance(exc, RunNotFound) and not str(exc).startswith(
                     f"no run {run_id!r} in the run store"):

@@ -212,4 +212,5 @@ def last_stage_run(conn: Connection, pipeline: str, stage: str) -> dict[str, Any
 def run_events(conn: Connection, run_id: str) -> list[dict[str, Any]]:
     """A run's events in publishing order; see RunStore.events_of."""
     rows = conn.execute(select(events).where(events.c.run_id == run_id).order_by(events.c.id))
-    return [{"t": r.t, "stage": r.stage, "kind": r.kind, **r.body} for r in rows]
+    # (Row.t is SQLAlchemy's tuple view of the row, not the column: read it by name)
+    return [{"t": r._mapping["t"], "stage": r.stage, "kind": r.kind, **r.body} for r in rows]

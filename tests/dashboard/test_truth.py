@@ -129,6 +129,14 @@ def test_the_demo_tells_one_story_everywhere(surfaces):
     _agree(shown, api, page, _terminal_table(surfaces["said"]["demo"].stdout))
     assert {s["status"] for s in shown["stages"]} == {"succeeded"}
     assert "ran 6 of 6 stages on local" in surfaces["said"]["demo"].stdout
+    listed = seqline("runs", "show", "demo", "--root", str(surfaces["root"]), "--json",
+                     "--events")
+    events = json.loads(listed.stdout)["events"]  # what the stage rows were made from
+    assert events[0]["kind"] == "run_started" and events[-1]["kind"] == "run_ended"
+    committed = {e["stage"]: e for e in events if e["kind"] == "stage_committed"}
+    for s in shown["stages"]:
+        assert committed[s["name"]]["counts"]["records_in"] == s["records_in"]
+        assert committed[s["name"]]["seconds"] == pytest.approx(s["seconds"])
 
 
 def test_a_failure_is_one_line_everywhere_and_the_rest_did_not_run(surfaces):
