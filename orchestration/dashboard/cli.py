@@ -105,6 +105,9 @@ def _listen(host: str, port: int) -> socket.socket:
                  f"--port, e.g. --port {port + 1}, or stop what listens there")
         fail(f"cannot listen on {host}:{port} ({exc.strerror}); pass another --host or "
              "--port")
+    # Listening from now on: a browser opened on the line printed next waits in the backlog
+    # until the server accepts, instead of being refused while it starts.
+    listening.listen()
     return listening
 
 
