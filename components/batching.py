@@ -24,7 +24,7 @@ from seqline.pipeline.audit import SeqDigest, seq_digest
 from seqline.pipeline.blocks import SEQ, Block, seq_of
 from seqline.pipeline.errors import ConfigError, SeqlineError, StageError
 from seqline.pipeline.params import PARAMS_CONFIG, StageParams
-from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, StageSpec
+from seqline.pipeline.specs import DriverSpec, StageContext, StageResult, StageSpec
 from seqline.pipeline.storage import Folder
 
 __all__ = ["SPEC", "BatchingParams", "Window", "make_plan", "run_stage", "verify_plan"]
@@ -208,6 +208,6 @@ def verify_plan(run: Folder, manifest: dict[str, Any], problems: list[str]) -> N
                             f"{manifest['plan']['source']!r} is not the one planned")
 
 
-SPEC = ComponentSpec("batching", BatchingParams, run_stage, reads="stream", writes="plan",
-                     live=True, verify=verify_plan,
-                     doc="Stored records -> a plan of exact batches in seq order.")
+SPEC = DriverSpec(name="batching", params=BatchingParams, run=run_stage, reads="stream",
+                  writes="plan", live=True, verify=verify_plan,
+                  doc="Stored records -> a plan of exact batches in seq order.")

@@ -20,7 +20,7 @@ from seqline.components.plan import plan_of
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.params import PARAMS_CONFIG, StageParams, did_you_mean
-from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, StageSpec
+from seqline.pipeline.specs import DriverSpec, StageContext, StageResult, StageSpec
 from seqline.pipeline.storage import Folder, local_copy
 
 __all__ = ["METRICS", "SPEC", "ErrorBound", "EvaluateParams", "ShareBound", "Thresholds",
@@ -219,7 +219,6 @@ def _baseline(root: Folder, pipeline: str, stage: StageSpec[EvaluateParams]) -> 
     return baseline["metrics"] if baseline else None
 
 
-SPEC = ComponentSpec("evaluate", EvaluateParams, run_stage, reads="model", writes="evaluation",
-                     depends_on=_baseline,
-                     driver_imports=("tensorflow",),
-                     doc="A model + the eval split -> metrics, slices and a blessing.")
+SPEC = DriverSpec(name="evaluate", params=EvaluateParams, run=run_stage, reads="model",
+                  writes="evaluation", depends_on=_baseline, driver_imports=("tensorflow",),
+                  doc="A model + the eval split -> metrics, slices and a blessing.")

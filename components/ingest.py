@@ -28,7 +28,7 @@ from seqline.pipeline.blocks import SEQ, recut, seq_of, with_seq
 from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.params import StageParams
-from seqline.pipeline.specs import ComponentSpec, StageSpec
+from seqline.pipeline.specs import SourceSpec, StageSpec
 from seqline.pipeline.stage import BlockResult, Counts, MapBlocks
 
 __all__ = ["SPEC", "IngestParams", "read_blocks", "resolve_sources"]
@@ -244,6 +244,6 @@ def input_files(stage: StageSpec[IngestParams], base_dir: Path) -> list[str]:
     return [source.name for source in resolve_sources(stage, base_dir)]
 
 
-SPEC = ComponentSpec("ingest", IngestParams, read_blocks, reads="files", writes="stream",
-                     validate=_validate, files=input_files,
-                     doc="Files -> blocks with __seq__ in source order.")
+SPEC = SourceSpec(name="ingest", params=IngestParams, run=read_blocks, writes="stream",
+                  validate=_validate, files=input_files,
+                  doc="Files -> blocks with __seq__ in source order.")

@@ -16,8 +16,9 @@ from seqline.pipeline.blocks import SEQ, seq_of
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.functions import FunctionRef, load_function
 from seqline.pipeline.params import StageParams
-from seqline.pipeline.specs import ComponentSpec, StageSpec
+from seqline.pipeline.specs import MapSpec, StageSpec
 from seqline.pipeline.stage import MapTask
+from seqline.pipeline.storage import Folder
 
 __all__ = ["SPEC", "PreprocessParams", "apply_batch", "make_task"]
 
@@ -36,7 +37,7 @@ class PreprocessParams(StageParams):
     compression_level: CompressionLevel = 6
 
 
-def make_task(stage: StageSpec[PreprocessParams], base_dir: Path, out_dir: Path) -> MapTask:
+def make_task(stage: StageSpec[PreprocessParams], base_dir: Path, out_dir: Folder) -> MapTask:
     """The stage as a MapTask that any runner can ship to its workers.
 
     Each block's output is written as one TFRecord shard by the worker that made it (the
@@ -115,7 +116,7 @@ def _validate(stage: StageSpec[PreprocessParams], base_dir: Path) -> None:
         raise ConfigError(f"{stage.where}: {exc}") from exc
 
 
-SPEC = ComponentSpec("preprocess", PreprocessParams, make_task, reads="stream",
-                     writes="records", runs_on="workers", validate=_validate,
-                     doc="Records -> records through a user function, in parallel, in order, "
-                         "stored as TFRecord shards.")
+SPEC = MapSpec(name="preprocess", params=PreprocessParams, run=make_task, writes="records",
+               validate=_validate,
+               doc="Records -> records through a user function, in parallel, in order, "
+                   "stored as TFRecord shards.")

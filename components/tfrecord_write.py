@@ -10,8 +10,9 @@ from pydantic import Field
 
 from seqline.components.shard_sink import ShardSink
 from seqline.pipeline.params import StageParams
-from seqline.pipeline.specs import ComponentSpec, StageSpec
+from seqline.pipeline.specs import MapSpec, StageSpec
 from seqline.pipeline.stage import MapTask
+from seqline.pipeline.storage import Folder
 
 __all__ = ["SPEC", "Compression", "CompressionLevel", "TFRecordWriteParams", "make_sink",
            "make_task"]
@@ -34,7 +35,8 @@ class TFRecordWriteParams(StageParams):
     shard_records: int = Field(DEFAULT_SHARD_RECORDS, ge=1, description="Records per shard.")
 
 
-def make_task(stage: StageSpec[TFRecordWriteParams], base_dir: Path, out_dir: Path) -> MapTask:
+def make_task(stage: StageSpec[TFRecordWriteParams], base_dir: Path, out_dir: Folder
+              ) -> MapTask:
     """Blocks in, the same records out; each shard_records-record group written as one shard.
 
     The stream passes on the records as stored (normalized types, see tfrecords.normalize), so
@@ -52,11 +54,10 @@ def keep(batch: pa.RecordBatch) -> pa.RecordBatch:
     return batch
 
 
-def make_sink(compression: str, level: int, out_dir: Path) -> ShardSink:
+def make_sink(compression: str, level: int, out_dir: Folder) -> ShardSink:
     return ShardSink(str(out_dir), compression, level)
 
 
-SPEC = ComponentSpec("tfrecord_write", TFRecordWriteParams, make_task, reads="stream",
-                     writes="records", runs_on="workers", passes_every_record=True,
-                     cuts_blocks=True,
-                     doc="Blocks -> ordered TFRecord shards of tf.train.Example.")
+SPEC = MapSpec(name="tfrecord_write", params=TFRecordWriteParams, run=make_task,
+               writes="records", passes_every_record=True, cuts_blocks=True,
+               doc="Blocks -> ordered TFRecord shards of tf.train.Example.")

@@ -25,7 +25,7 @@ from seqline.pipeline.audit import SeqDigest, seq_digest
 from seqline.pipeline.errors import ConfigError, SeqlineError, StageError
 from seqline.pipeline.functions import FUNCTION_PATTERN, load_function
 from seqline.pipeline.params import StageParams, did_you_mean, one_of
-from seqline.pipeline.specs import ComponentSpec, StageContext, StageResult, StageSpec
+from seqline.pipeline.specs import DriverSpec, StageContext, StageResult, StageSpec
 
 if TYPE_CHECKING:
     import keras
@@ -355,7 +355,7 @@ def _verify_slices(batches: Batches, epoch: dict[str, Any], problems: list[str])
                             "stream that differs from its slices of the recomputed batches")
 
 
-SPEC = ComponentSpec("train", TrainParams, run_stage, reads="plan", writes="model", live=True,
-                     validate=_validate, verify=verify_audit,
-                     driver_imports=("tensorflow",),
-                     doc="A batching plan -> a trained Keras model with an order audit.")
+SPEC = DriverSpec(name="train", params=TrainParams, run=run_stage, reads="plan", writes="model",
+                  live=True, validate=_validate, verify=verify_audit,
+                  driver_imports=("tensorflow",),
+                  doc="A batching plan -> a trained Keras model with an order audit.")

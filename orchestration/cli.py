@@ -314,8 +314,8 @@ VERIFY_COLUMNS = [Column("stage"), Column("contract"), Column("records", 1, "rig
 
 def _print_checks(run_id: str, checks: list[StageCheck], wide: bool = False) -> bool:
     """The verify table, then each problem in full; True if every stage holds."""
-    rows = [[c.stage, Text("ok", "green") if c.ok else Text(f"{len(c.problems)} problem(s)",
-                                                           "red"),
+    rows: list[list[str | Text]] = [[
+        c.stage, Text("ok", "green") if c.ok else Text(f"{len(c.problems)} problem(s)", "red"),
              format_count(c.records), format_count(c.shards), format_count(c.dead_letters),
              c.component] for c in checks]
     print_table(out, VERIFY_COLUMNS, rows, wide=wide, title=f"verify {run_id}")

@@ -22,7 +22,7 @@ from seqline.orchestration.line import AssemblyLine, Belt
 from seqline.orchestration.plan import RunPlan, Step
 from seqline.orchestration.runners import Runner
 from seqline.orchestration.stage_output import Tally
-from seqline.orchestration.stage_work import run_data_stage, run_driver
+from seqline.orchestration.stage_work import map_spec, run_data_stage, run_driver
 from seqline.pipeline.artifacts import StageArtifact, link_stage, read_manifest, run_dir
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import Cancelled, StageError
@@ -97,8 +97,8 @@ def run_plan(plan: RunPlan, spec: PipelineSpec, runner: Runner, root: Folder,
     try:
         for step in plan.steps:
             if step.fused_after:  # its task and results belt, before its chain's head starts
-                task = COMPONENTS[step.component].run(spec.stage(step.stage), spec.base_dir,
-                                                      run.artifact(step.stage).path)
+                task = map_spec(step.component).run(spec.stage(step.stage), spec.base_dir,
+                                                    run.artifact(step.stage).path)
                 run.fused[step.stage] = (task, run.belt(step.fused_after, step.stage))
         for step in plan.steps:
             _start(step, run) if step.runs else _reuse(step, run)

@@ -12,7 +12,14 @@ from seqline.orchestration.cache import NOT_IN_FOLDER, cache_hit, cache_parts, d
 from seqline.orchestration.run_options import RunOptions
 from seqline.pipeline.artifacts import MANIFEST, run_dir
 from seqline.pipeline.errors import ConfigError
-from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec
+from seqline.pipeline.specs import (
+    ComponentSpec,
+    DriverSpec,
+    MapSpec,
+    PipelineSpec,
+    SourceSpec,
+    StageSpec,
+)
 from seqline.pipeline.storage import Folder
 
 __all__ = ["Action", "Kind", "RunPlan", "Step", "Takes", "plan_run"]
@@ -156,15 +163,16 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
 
 
 def _kind(component: ComponentSpec[Any]) -> Kind:
-    if component.reads == "files":
+    """A step's kind is its component's type: the one rule per shape of component."""
+    if isinstance(component, SourceSpec):
         return "source"
-    return "map" if component.runs_on == "workers" else "driver"
+    return "map" if isinstance(component, MapSpec) else "driver"
 
 
 def _files_of(components: Mapping[str, ComponentSpec[Any]]) -> Any:
     def files(stage: StageSpec[Any], base_dir: Any) -> list[str]:
-        listed = components[stage.component].files
-        return listed(stage, base_dir) if listed else []
+        component = components[stage.component]
+        return component.files(stage, base_dir) if isinstance(component, SourceSpec) else []
     return files
 
 
@@ -352,19 +360,20 @@ def wire(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], *,
                               "artifacts"))
             continue
         gives = _gives_belt(spec, components, i, committed) and (
-            overlap or component.reads == "files")
+            overlap or isinstance(component, SourceSpec))
         takes = _takes(component, source, steps)
         after = None if overlap or takes == "belt" or previous is None else previous
+        live = isinstance(component, DriverSpec) and component.live
         steps.append(Step(
             stage.name, stage.component, kind, "run", "", source, takes, gives_belt=gives,
             after=after,
-            waits_for_all=kind == "driver" and takes == "artifacts" and not component.live,
-            follows_line=component.live and takes == "artifacts"))
+            waits_for_all=kind == "driver" and takes == "artifacts" and not live,
+            follows_line=live and takes == "artifacts"))
     return steps
 
 
 def _takes(component: ComponentSpec[Any], source: str | None, before: list[Step]) -> Takes:
-    if component.reads == "files" or source is None:
+    if isinstance(component, SourceSpec) or source is None:
         return "files"
     if not component.takes_stream:
         return "artifacts"
@@ -419,7 +428,7 @@ def _fused(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]],
         previous = components[spec.stage(before.stage).component]
         component = components[step.component]
         if (step.takes == "belt" and step.source == before.stage and before.runs
-                and previous.passes_every_record and step.kind == before.kind == "map"
-                and component.takes_stream and not component.cuts_blocks):
+                and isinstance(previous, MapSpec) and previous.passes_every_record
+                and isinstance(component, MapSpec) and not component.cuts_blocks):
             heads[step.stage] = heads.get(before.stage, before.stage)
     return heads

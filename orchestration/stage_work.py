@@ -21,15 +21,32 @@ from seqline.orchestration.plan import Step
 from seqline.orchestration.stage_output import StageOutput, manifest_of
 from seqline.pipeline.artifacts import StageArtifact
 from seqline.pipeline.blocks import Block, recut
+from seqline.pipeline.errors import InternalError
 from seqline.pipeline.feed import ShardFeed
-from seqline.pipeline.specs import StageContext, StageResult, StageSpec
+from seqline.pipeline.specs import (
+    DriverSpec,
+    MapSpec,
+    SourceSpec,
+    StageContext,
+    StageResult,
+    StageSpec,
+)
 from seqline.pipeline.stage import BlockResult, Counts, MapTask
 from seqline.pipeline.storage import Folder, Location
 
 if TYPE_CHECKING:
     from seqline.orchestration.executor import RunContext
 
-__all__ = ["run_data_stage", "run_driver"]
+__all__ = ["map_spec", "run_data_stage", "run_driver"]
+
+
+def map_spec(component: str) -> MapSpec[Any]:
+    """The component of a step planned as a map stage (the planner's kind is its type)."""
+    spec = COMPONENTS[component]
+    if not isinstance(spec, MapSpec):
+        raise InternalError(f"component {component!r} was planned as a map stage, but it is a "
+                            f"{type(spec).__name__}")
+    return spec
 
 
 def run_data_stage(step: Step, stage: StageSpec[Any], run: RunContext, artifact: StageArtifact,
@@ -79,7 +96,11 @@ def run_driver(step: Step, stage: StageSpec[Any], run: RunContext, artifact: Sta
         line=run.line if step.follows_line else None,  # type: ignore[arg-type]
         launcher=getattr(run.runner, "launcher", None),
         progress=lambda n: bus.publish(RecordsConsumed(stage=stage.name, records=n)))
-    result: StageResult = COMPONENTS[stage.component].run(stage, context)
+    component = COMPONENTS[stage.component]
+    if not isinstance(component, DriverSpec):
+        raise InternalError(f"stage {stage.name!r}: planned as a driver stage, but its "
+                            f"component is a {type(component).__name__}")
+    result: StageResult = component.run(stage, context)
     if isinstance(inputs, Belt):
         waited = inputs.waited_get
     elif result.waited_input is not None:  # measured by the stage (train: its steps' wait)
@@ -91,16 +112,16 @@ def run_driver(step: Step, stage: StageSpec[Any], run: RunContext, artifact: Sta
 
 def _produce(step: Step, stage: StageSpec[Any], run: RunContext, upstream: Iterable[Any] | None,
              out_dir: Folder) -> Iterator[BlockResult]:
-    component = COMPONENTS[stage.component]
-    if step.kind == "source":  # it may hand ranges of its files to the workers
-        yield from component.run(stage, run.spec.base_dir, run.runner.map_blocks)
+    source = COMPONENTS[stage.component]
+    if isinstance(source, SourceSpec):  # it may hand ranges of its files to the workers
+        yield from source.run(stage, run.spec.base_dir, run.runner.map_blocks)
         return
     if step.fused_after:  # it runs in the engine job of the stage before it
         for result in upstream or ():
             result.raise_if_failed()
             yield result
         return
-    task: MapTask = component.run(stage, run.spec.base_dir, out_dir)
+    task: MapTask = map_spec(stage.component).run(stage, run.spec.base_dir, out_dir)
     blocks: Iterable[Block] = upstream or iter(())
     if task.input_records:
         blocks = recut((b.batch for b in blocks), task.input_records)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
@@ -15,8 +15,8 @@ from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.params import did_you_mean
 from seqline.pipeline.storage import Folder
 
-__all__ = ["ComponentSpec", "Launcher", "Line", "PipelineSpec", "Reads", "StageContext",
-           "StageResult", "StageSpec", "Writes", "did_you_mean"]
+__all__ = ["ComponentSpec", "DriverSpec", "Launcher", "Line", "MapSpec", "PipelineSpec", "Reads",
+           "SourceSpec", "StageContext", "StageResult", "StageSpec", "Writes", "did_you_mean"]
 
 P = TypeVar("P", bound=BaseModel)
 
@@ -136,42 +136,26 @@ class StageResult:
     waited_input: float | None = None  # seconds it waited for input, when it measured them
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ComponentSpec(Generic[P]):
-    """A component's contract, TFX-style: parameters, what it reads and writes, where it runs.
+    """A component's contract, TFX-style: parameters, what it reads and writes.
 
-    The executor, `verify` and the CLI learn everything they need here, never from a
-    component's name. `run` is the engine-agnostic work:
-    - reads "files": `run(stage, base_dir) -> Iterator[BlockResult]` (on the driver);
-    - runs on workers: `run(stage, base_dir, out_dir) -> MapTask` that a runner ships to its
-      workers, which write the stage's shards into out_dir;
-    - otherwise a driver stage: `run(stage, StageContext) -> StageResult`.
-    `validate` checks the typed parameters against the world (files exist, user functions
-    import) when the pipeline is built. `verify(run_dir, manifest, problems)` re-derives what
-    the stage claims from the stored records (`seqline verify`). `version` changes when the
-    component's output for the same input changes: it is part of every cache key.
+    Its kind is its type: a `SourceSpec` reads files, a `MapSpec` maps blocks on the
+    workers, a `DriverSpec` runs on the driver; each has a `run` of its own signature. The
+    planner, the executor, `verify` and the CLI learn everything they need here, never from a
+    component's name. `validate` checks the typed parameters against the world (files exist,
+    user functions import) when the pipeline is built. `verify(run_dir, manifest, problems)`
+    re-derives what the stage claims from the stored records (`seqline verify`). `version`
+    changes when the component's output for the same input changes: it is in every cache key.
     """
 
     name: str
     params: type[P]
-    run: Callable[..., Any]
     reads: Reads
     writes: Writes
-    runs_on: Literal["driver", "workers"] = "driver"
-    # Starts alongside the stages before it (batching takes the stream as it passes, train
-    # follows the stored shards) instead of once they have all committed.
-    live: bool = False
-    # Its output is its input, record for record and block for block (tfrecord_write): where
-    # stages are batch jobs (Beam), the stage after it can run in the same job (map_chain).
-    passes_every_record: bool = False
-    # It cuts its input into blocks of its own size (tfrecord_write: one per shard), so it
-    # cannot run inside the job of the stage before it.
-    cuts_blocks: bool = False
     # Heavy libraries it imports in the driver process (the CLI keeps TensorFlow's start-up
     # lines out of the run's output when a stage imports it).
     driver_imports: tuple[str, ...] = ()
-    # A source's input files, for its cache key: files(stage, base_dir) -> paths or URLs.
-    files: Callable[[StageSpec[P], Path], list[str]] | None = None
     validate: Callable[[StageSpec[P], Path], None] | None = None
     verify: Callable[[Path, dict[str, Any], list[str]], None] | None = None
     # What else its output depends on, beyond its input and parameters, for its cache key:
@@ -189,3 +173,39 @@ class ComponentSpec(Generic[P]):
     def takes_stream(self) -> bool:
         """It consumes blocks as the stage before it passes them on."""
         return self.reads == "stream"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceSpec(ComponentSpec[P]):
+    """Reads files itself, on the driver: `run(stage, base_dir, map_blocks)` yields its
+    blocks, in source order, handing ranges of large files to the runner's workers through
+    `map_blocks`. `files(stage, base_dir)`: the files it reads (for its cache key)."""
+
+    run: Callable[[StageSpec[P], Path, Any], Iterator[Any]]
+    files: Callable[[StageSpec[P], Path], list[str]]
+    reads: Reads = "files"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MapSpec(ComponentSpec[P]):
+    """Maps blocks on the workers: `run(stage, base_dir, out_dir)` is a MapTask a runner
+    ships to its workers, which write the stage's shards into out_dir."""
+
+    run: Callable[[StageSpec[P], Path, Folder], Any]
+    reads: Reads = "stream"
+    # Its output is its input, record for record and block for block (tfrecord_write): where
+    # stages are batch jobs (Beam), the stage after it can run in the same job (map_chain).
+    passes_every_record: bool = False
+    # It cuts its input into blocks of its own size (tfrecord_write: one per shard), so it
+    # cannot run inside the job of the stage before it.
+    cuts_blocks: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriverSpec(ComponentSpec[P]):
+    """Runs on the driver: `run(stage, StageContext) -> StageResult` (batching, train,
+    evaluate); `live`: it starts alongside the stages before it (batching takes the stream as
+    it passes, train follows the stored shards) instead of once they have all committed."""
+
+    run: Callable[[StageSpec[P], StageContext], StageResult]
+    live: bool = False
