@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 from seqline.components import COMPONENTS
 from seqline.components.schema import schema_text
@@ -49,9 +50,12 @@ from seqline.orchestration.options import (
     AsJson,
     RunnerName,
     Wide,
+    fail,
+    no_run,
     output,
     print_json,
     reraise_if_debug,
+    usage_line,
 )
 from seqline.orchestration.plan import RunPlan
 from seqline.orchestration.reports import StageReport
@@ -61,7 +65,7 @@ from seqline.orchestration.schedule.cli import register as register_schedules
 from seqline.orchestration.verify import StageCheck, verdict, verify_run
 from seqline.pipeline.artifacts import check_run_id, read_manifest, run_dir
 from seqline.pipeline.config import load_pipeline
-from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
+from seqline.pipeline.errors import Cancelled, ConfigError, RunNotFound, SeqlineError
 from seqline.pipeline.specs import PipelineSpec
 
 __all__ = ["app"]
@@ -198,8 +202,8 @@ def run(
         with stdout_to_stderr(as_json), _progress(spec) as progress:
             result = execute(spec, options, root=root, store=store, run_id=run_id,
                              pipeline_file=pipeline, subscribers=[progress])
-    except ConfigError as exc:
-        _fail(f"Configuration error: {one_line(exc)}", 2)
+    except ConfigError as exc:  # a user's mistake, before anything ran: exit 2
+        fail(one_line(exc))
     except SeqlineError as exc:
         _print_run_json(as_json, root, store, run_id, None)
         _fail(f"Run failed: {one_line(exc)}", 1)
@@ -296,8 +300,10 @@ def verify(
     """
     try:
         checks = verify_run(root, run_id)
+    except RunNotFound:
+        no_run(run_id, root)
     except ConfigError as exc:
-        _fail(f"Configuration error: {exc}", 2)
+        fail(one_line(exc))
     if as_json:
         print_json(verdict(checks))
         ok = _print_problems(checks, err)
@@ -427,5 +433,24 @@ def _fail(message: str, code: int) -> None:
     raise typer.Exit(code)
 
 
+def main_command() -> None:
+    """The `seqline` console script: the app, with click's usage errors (a bad option value,
+    an unknown option or command, a missing argument) in seqline's one-line voice, exit 2."""
+    try:
+        code = app(standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # `seqline` alone (or a group alone): its help
+        exc.show()
+        code = exc.exit_code
+    except UsageError as exc:
+        try:
+            fail(usage_line(exc))
+        except typer.Exit as exit_:
+            code = exit_.exit_code
+    except ClickException as exc:  # (click's other errors: a file it could not open)
+        exc.show()
+        code = exc.exit_code
+    sys.exit(code if isinstance(code, int) else 0)
+
+
 if __name__ == "__main__":  # python -m seqline.orchestration.cli
-    app()
+    main_command()

@@ -33,7 +33,7 @@ from seqline.orchestration.store.views import (
     run_events,
     run_summary,
 )
-from seqline.pipeline.errors import ConfigError, InternalError
+from seqline.pipeline.errors import ConfigError, InternalError, RunNotFound
 from seqline.pipeline.storage import Folder, open_root
 
 __all__ = ["DB_FILE", "RunIdTaken", "RunStore"]
@@ -488,8 +488,7 @@ class RunStore:
         with self.engine.connect() as conn:
             detail = run_detail(conn, run_id)
         if detail is None:
-            raise ConfigError(f"no run {run_id!r} in the run store at {self.url}. See "
-                              "`seqline runs list`, or check --root/--store.")
+            raise RunNotFound(run_id, f"in the run store at {self.url}")
         return detail
 
     def samples_of(self, stage_run_id: int) -> list[dict[str, Any]]:

@@ -116,7 +116,7 @@ def test_run_bad_parameter_exits_2_naming_file_line_stage_and_field(folder, stag
                                       str(folder / "root")])
     assert result.exit_code == 2, result.output
     line = next(i for i, row in enumerate(text.splitlines(), 1) if f"name: {stage}" in row)
-    where = rf"Configuration error: \S*p.yaml: stage '{stage}' \(line {line}\), "
+    where = rf"error: \S*p.yaml: stage '{stage}' \(line {line}\), "
     assert re.search(where + message, result.output), result.output
     assert not (folder / "root").exists()  # nothing ran, nothing was created
 

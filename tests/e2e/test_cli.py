@@ -54,7 +54,7 @@ BAD_FILES = [
 def test_run_bad_pipeline_file_exits_2_before_anything_runs(folder, text, message):
     result = _cli(folder, text)
     assert result.exit_code == 2, result.output
-    assert "Configuration error:" in result.output
+    assert "error: " in result.output
     assert _matches(message, result.output)
     assert not (folder / "root").exists()  # validated before anything ran
 

@@ -73,7 +73,7 @@ def test_piped_error_is_one_whole_line(readings):
     result = _seqline(readings, "run", "bad.yaml", "--root", "root")
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        "Configuration error: bad.yaml: stage 'examples' (line 6): unknown component "
+        "error: bad.yaml: stage 'examples' (line 6): unknown component "
         "'tfrecord_writer'. Did you mean 'tfrecord_write'? Components: ingest, "
         "tfrecord_write, preprocess, batching, train, evaluate."], result.stderr
     assert result.stdout == ""
