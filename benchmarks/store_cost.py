@@ -4,7 +4,10 @@ Usage: .venv/bin/python benchmarks/store_cost.py [--smoke] [--rows 1000000] [--r
 
 1. The 1M-row data job (ingest -> tfrecord_write -> preprocess, benchmarks/data_stages.py's
    data) through `seqline.Pipeline.run`, with the store's per-second sampling on and off,
-   alternated; the ratio of medians is the sampling's cost (target <= 1.02).
+   alternated; the ratio of medians is the sampling's cost (target <= 1.02). Then the whole
+   recording (the plan's store reads, the run store, its events and samples, run.json)
+   against the same job run with no store (`run_pipeline` on a runner started the same way),
+   alternated: the orchestration's cost (target <= 1.02).
 2. The demo (`data/seattle_weather`) as `seqline run`: a first run, then the same command
    again, which reuses every stage from the cache; wall time of each process.
 3. The store's size after the demo: the growth of seqline.db per run, x 100.
@@ -44,6 +47,37 @@ def sampling_cost(rows: int, repeats: int, folder: Path) -> tuple[list[float], l
     return on, off
 
 
+def orchestration_cost(rows: int, repeats: int, folder: Path
+                       ) -> tuple[list[float], list[float]]:
+    from seqline.orchestration.api import run_pipeline
+    from seqline.orchestration.runners import make_runner
+
+    pipeline = seqline.Pipeline.from_yaml(_generate(folder / "data", rows))
+    recorded: list[float] = []
+    bare: list[float] = []
+    for i in range(repeats * 2):
+        start = time.perf_counter()
+        if i % 2 == 0:
+            pipeline.run(root=folder / "recorded", run_id=f"o{i}", cache=False, verify=False)
+            recorded.append(time.perf_counter() - start)
+        else:
+            with make_runner("local", workers=2) as runner:
+                run_pipeline(pipeline.spec, runner, folder / "bare", f"b{i}")
+            bare.append(time.perf_counter() - start)
+    return recorded, bare
+
+
+def events_size(root: Path, run_id: str) -> tuple[int, int]:
+    """The events a run stored: how many, and their bytes (body, kind and stage)."""
+    import sqlite3
+
+    with sqlite3.connect(root / "seqline.db") as db:
+        count, size = db.execute(
+            "SELECT count(*), sum(length(body) + length(kind) + length(coalesce(stage, '')))"
+            " FROM events WHERE run_id = ?", (run_id,)).fetchone()
+    return int(count), int(size or 0)
+
+
 def demo_rerun(folder: Path) -> tuple[float, float, int, int]:
     root = folder / "demo"
     walls, sizes = [], []
@@ -68,9 +102,17 @@ def main() -> None:
         print(f"data job, {rows:,} rows, {repeats} repeats (median s): sampling on "
               f"{statistics.median(on):.2f}, off {statistics.median(off):.2f}, ratio "
               f"{statistics.median(on) / statistics.median(off):.3f} (target <= 1.02)")
+        recorded, bare = orchestration_cost(rows, repeats, Path(tmp))
+        print(f"data job, {rows:,} rows: recorded (store, events, samples) "
+              f"{statistics.median(recorded):.2f} s, no store {statistics.median(bare):.2f} s, "
+              f"ratio {statistics.median(recorded) / statistics.median(bare):.3f} "
+              "(target <= 1.02)")
         if args.smoke:
             return
         first, again, size_first, size_again = demo_rerun(Path(tmp))
+        count, size = events_size(Path(tmp) / "demo", "first")
+        print(f"events of the first demo run: {count} rows, {size / 1e3:.1f} kB "
+              "(target <= 50 kB)")
         print(f"demo: first run {first:.1f} s, unchanged rerun {again:.1f} s (every stage "
               "from the cache but evaluate, whose baseline is now the first run's model)")
         print(f"store: {size_first / 1e3:.0f} kB after the first demo run; "

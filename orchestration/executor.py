@@ -147,14 +147,17 @@ def _start(step: Step, run: RunContext) -> None:
                      HOLD_BYTES) if component.stores_records else None
     run.line.add_stage(stage.name, feed)
     waited = [0.0]  # on a feed: seconds waiting for shards not yet written
+
+    def add_wait(seconds: float) -> None:
+        waited[0] += seconds
+
     inputs: Iterable[Any] | None = None
     if step.fused_after:
         inputs = run.fused[step.stage][1]
     elif step.takes == "belt":
         inputs = run.belts.pop(step.source or "")
     elif step.takes == "feed":
-        inputs = run.line.blocks_of(step.source or "", lambda s: waited.__setitem__(
-            0, waited[0] + s))
+        inputs = run.line.blocks_of(step.source or "", add_wait)
     # A stage whose next one runs in its engine job hands that one results, not blocks.
     feeds_fused = any(s.fused_after and s.source == step.stage for s in run.plan.steps)
     reader = next((s.stage for s in run.plan.steps
