@@ -93,12 +93,16 @@ class RunPlan:
         return [s for s in self.steps if s.runs]
 
     def summary(self) -> str:
-        """One line: "ran 2 of 6 stages on ray; 4 reused from run first"."""
-        ran, reused = len(self.running), [s for s in self.steps if not s.runs]
-        line = f"{ran} of {len(self.steps)} stages on {self.options.runner}"
+        """One line: "2 of 6 stages on ray; 4 reused from run first" (or "kept" from the
+        interrupted attempt, with --resume)."""
+        line = f"{len(self.running)} of {len(self.steps)} stages on {self.options.runner}"
+        reused = [s for s in self.steps if s.action == "reuse"]
         if reused:
             sources = sorted({s.reused_from or "" for s in reused})
             line += f"; {len(reused)} reused from run {', '.join(sources)}"
+        kept = sum(s.action == "keep" for s in self.steps)
+        if kept:
+            line += f"; {kept} kept from the interrupted attempt"
         return line
 
     def as_json(self) -> dict[str, Any]:
@@ -126,9 +130,9 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
     Raises:
         ConfigError: resuming a run that is not there, or reusing a run id that is.
 
-    Example: the demo run again with batching's window 14 -> 21 reuses ingest's consumers
-    (tfrecord_write, preprocess) from the first run, runs batching because "params changed
-    (window 14 → 21)", and train and evaluate because "upstream `batches` runs".
+    Example: the demo run again with batching's window length 14 -> 21 reuses ingest,
+    tfrecord_write and preprocess from the first run, runs batching because "params changed
+    (window.length 14 → 21)", and train and evaluate because "upstream `batches` runs".
     """
     folder = run_dir(root, run_id)
     _check_run_id(folder, run_id, options.resume)
@@ -148,15 +152,15 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
         action: Action = "keep" if stage.name in kept and stage.name in reusable else \
             "reuse" if hit is not None and stage.name in reusable else "run"
         why = _why(spec, stage, action, options, store, parts, missed, kept, damaged, hit)
+        origin: tuple[str | None, float | None, Folder | None] = (None, None, None)
+        if action == "keep":
+            origin = (run_id, None, kept[stage.name])
+        elif action == "reuse" and hit is not None:
+            origin = (hit.run_id, hit.seconds, hit.folder)
         steps.append(Step(
             stage.name, stage.component, _kind(components[stage.component]), action, why,
             wiring.source, wiring.takes, wiring.gives_belt, wiring.after, wiring.waits_for_all,
-            wiring.follows_line, fused.get(stage.name),
-            reused_from=run_id if action == "keep" else hit.run_id if hit and action == "reuse"
-            else None,
-            took=hit.seconds if hit and action == "reuse" else None,
-            folder=kept.get(stage.name) if action == "keep" else hit.folder
-            if hit and action == "reuse" else None,
+            wiring.follows_line, fused.get(stage.name), *origin,
             stale=action == "run" and (stage.name in kept or stage.name in damaged),
             cache_key=keys[stage.name], key_parts=parts[stage.name]))
     return RunPlan(run_id, spec.name, options, tuple(steps))

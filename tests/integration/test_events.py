@@ -166,7 +166,9 @@ def test_a_resume_keeps_what_was_committed_and_runs_the_rest(tmp_path):
         _run(spec, tmp_path, "r", Story())
     fixed = _folder(tmp_path)  # the function mended
     story = Story()
-    _run(fixed, tmp_path, "r", story, resume=True)
+    result = _run(fixed, tmp_path, "r", story, resume=True)
+    assert result.plan is not None
+    assert result.plan.summary() == "2 of 4 stages on local; 2 kept from the interrupted attempt"
     _well_formed(story, ["read", "write", "features", "again"], "succeeded")
     ended = story.ended()
     assert isinstance(ended["write"], StageReused) and ended["write"].action == "keep"
