@@ -52,7 +52,7 @@ def orchestration_cost(rows: int, repeats: int, folder: Path
     from seqline.orchestration.api import run_pipeline
     from seqline.orchestration.runners import make_runner
 
-    pipeline = seqline.Pipeline.from_yaml(_generate(folder / "data", rows))
+    pipeline = seqline.Pipeline.from_yaml(_generate(folder / "data-orchestration", rows))
     recorded: list[float] = []
     bare: list[float] = []
     for i in range(repeats * 2):
