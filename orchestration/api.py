@@ -203,12 +203,7 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
         ConfigError: bad options, or a run id that is taken (or unknown, resuming).
         StageError: a stage failed (unless `raise_on_error` is False).
     """
-    if run_id is not None:
-        check_run_id(run_id)  # before anything: it names a folder
-    options = options or run_options(spec, **fields)
-    if options.resume and run_id is None:
-        raise ConfigError("resuming needs the run id of the run to finish (--run-id).")
-    run_id = run_id if run_id is not None else new_run_id()
+    options, run_id = _options_and_id(spec, options, run_id, fields)
     root = open_root(root)
     with RunStore.open(*store_url(root, store)) as runs:
         plan = plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
@@ -260,18 +255,13 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Folder | str, run_id:
 
 
 def plan_pipeline(spec: PipelineSpec, options: RunOptions | None = None, *,
-         root: Folder | str = Path(".seqline"), store: str | None = None,
-         run_id: str | None = None, **fields: Any) -> RunPlan:
+                  root: Folder | str = Path(".seqline"), store: str | None = None,
+                  run_id: str | None = None, **fields: Any) -> RunPlan:
     """What `execute` would do, and why, without doing anything (`seqline run --dry-run`).
 
     Reads the root and, if there is one, the run store; creates and writes nothing.
     """
-    if run_id is not None:
-        check_run_id(run_id)  # before anything: it names a folder
-    options = options or run_options(spec, **fields)
-    if options.resume and run_id is None:
-        raise ConfigError("resuming needs the run id of the run to finish (--run-id).")
-    run_id = run_id if run_id is not None else new_run_id()
+    options, run_id = _options_and_id(spec, options, run_id, fields)
     root = open_root(root)
     folder, url = store_url(root, store, create=False)
     if url is None and not (Path(folder) / DB_FILE).exists():
@@ -281,6 +271,18 @@ def plan_pipeline(spec: PipelineSpec, options: RunOptions | None = None, *,
         return plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=None)
     with RunStore.open(folder, url) as runs:
         return plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
+
+
+def _options_and_id(spec: PipelineSpec, options: RunOptions | None, run_id: str | None,
+                    fields: dict[str, Any]) -> tuple[RunOptions, str]:
+    """The run's options, and its id: a given one checked before anything (it names a
+    folder), else a fresh one; resuming needs one."""
+    if run_id is not None:
+        check_run_id(run_id)
+    options = options or run_options(spec, **fields)
+    if options.resume and run_id is None:
+        raise ConfigError("resuming needs the run id of the run to finish (--run-id).")
+    return options, run_id if run_id is not None else new_run_id()
 
 
 def run_options(spec: PipelineSpec, **fields: Any) -> RunOptions:
