@@ -12,6 +12,7 @@ import mkdocs_gen_files
 
 from seqline.components import COMPONENTS
 from seqline.components.schema import pipeline_schema
+from seqline.pipeline.specs import DriverSpec
 
 STAGE_TITLE = {name: "".join(p.title() for p in name.split("_")) + "Stage" for name in COMPONENTS}
 
@@ -109,10 +110,11 @@ def page() -> str:
         ref = (params.get("$ref") or next(p["$ref"] for p in params["anyOf"] if "$ref" in p))
         model_name = ref.rsplit("/", 1)[-1]
         model = defs[model_name]
-        runs = "on the engine's workers" if spec.runs_on == "workers" else "on the driver"
+        runs = "on the driver" if isinstance(spec, DriverSpec) else "on the engine's workers"
+        live = isinstance(spec, DriverSpec) and spec.live
         out += [f"## {name}", "", f"`component: {name}` — {cell(spec.doc)}", "",
                 f"Reads {spec.reads}, writes {spec.writes}; runs {runs}"
-                + ("; starts alongside the stages before it." if spec.live else "."), "",
+                + ("; starts alongside the stages before it." if live else "."), "",
                 f"### {model_name} {{#{anchor(model_name)}}}", "",
                 cell(model.get("description", "")), "", *table(model), ""]
     shown = {STAGE_TITLE[n] for n in COMPONENTS} | {

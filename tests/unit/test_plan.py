@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from seqline.components import COMPONENTS
-from seqline.orchestration.plan import Step, runnable_committed, wire
+from seqline.orchestration.cache import NOT_IN_FOLDER
+from seqline.orchestration.plan import Step, _changes, runnable_committed, wire
 from seqline.pipeline.config import parse_pipeline
 
 READ = "  - {name: read, component: ingest, params: {format: csv, paths: [in.csv]}}\n"
@@ -80,3 +81,31 @@ def test_a_committed_stream_stage_reruns_when_its_reader_does(tmp_path):
     spec = parse_pipeline("name: t\nstages:\n" + READ + WRITE + PRE, tmp_path, COMPONENTS)
     assert runnable_committed(spec, COMPONENTS, {"read"}) == set()
     assert runnable_committed(spec, COMPONENTS, {"read", "write"}) == {"read", "write"}
+
+
+def _parts(**changed):
+    parts = {"component": "preprocess", "version": "1", "params": {"fn": "fns:f",
+             "window": {"length": 14}}, "errors": None, "seqline": "0.1.0",
+             "code": {"fns": "a" * 32, "numpy": NOT_IN_FOLDER},
+             "reads": {"stage": "write", "key": "k"}, "depends_on": None}
+    return {**parts, **changed}
+
+
+@pytest.mark.parametrize(("changed", "said"), [
+    ({"params": {"fn": "fns:f", "window": {"length": 21}}},
+     ["params changed (window.length 14 → 21)"]),
+    ({"code": {"fns": "b" * 32, "numpy": NOT_IN_FOLDER}}, ["function source changed (fns.py)"]),
+    ({"code": {"fns": "a" * 32, "numpy": NOT_IN_FOLDER, "pyarrow.compute": NOT_IN_FOLDER}},
+     []),  # an installed module newly imported: told by the folder's module that imports it
+    ({"reads": {"files": {"/d/in.csv": "x"}}}, ["input changed (in.csv)"]),
+    ({"errors": {"max_fraction": 0.5}}, ["error budget changed"]),
+    ({"depends_on": {"mae": 2.9}}, ["the artifacts it compares with changed"]),
+    ({"version": "2"}, ["component version changed (1 → 2)"]),
+    ({"seqline": "0.2.0"}, ["seqline changed (0.1.0 → 0.2.0)"]),
+    ({"reads": {"stage": "write", "key": "other"}}, []),  # upstream: the plan says it runs
+], ids=["params", "code", "installed module", "input", "errors", "depends_on", "version",
+        "seqline", "upstream key"])
+def test_changes_name_each_part_of_a_cache_key(changed, said):
+    old = _parts(reads={"files": {"/d/in.csv": "w"}}) if "reads" in changed and \
+        "files" in changed["reads"] else _parts()
+    assert _changes(old, _parts(**changed)) == said
