@@ -23,8 +23,8 @@ from seqline.components.tfrecords import read_artifact
 from seqline.pipeline.audit import SeqDigest, seq_digest
 from seqline.pipeline.blocks import SEQ, Block, seq_of
 from seqline.pipeline.errors import ConfigError, SeqlineError, StageError
-from seqline.pipeline.params import PARAMS_CONFIG, StageParams
-from seqline.pipeline.specs import DriverSpec, StageContext, StageResult, StageSpec
+from seqline.pipeline.params import PARAMS_CONFIG, StageParams, did_you_mean
+from seqline.pipeline.specs import DriverSpec, Sample, StageContext, StageResult, StageSpec
 from seqline.pipeline.storage import Folder
 
 __all__ = ["SPEC", "BatchingParams", "Window", "make_plan", "run_stage", "verify_plan"]
@@ -79,7 +79,8 @@ def make_plan(stage: StageSpec[BatchingParams], source: str, columns: pa.Schema)
     names = [n for n in columns.names if n != SEQ]
     if p.label not in names:
         raise ConfigError(f"{stage.where}: label column {p.label!r} is not in the records of "
-                          f"{source!r}; columns: {', '.join(names)}.")
+                          f"{source!r};{did_you_mean(p.label, names)} columns: "
+                          f"{', '.join(names)}.")
     # A window's label lies after it (label_offset >= 1), so the label's own past is a feature.
     own_past = bool(p.window and p.window.label_offset >= 1)
     features = tuple(p.features or [n for n in names if (n != p.label or own_past)
@@ -87,7 +88,8 @@ def make_plan(stage: StageSpec[BatchingParams], source: str, columns: pa.Schema)
     for name in features:
         if name not in names:
             raise ConfigError(f"{stage.where}: feature {name!r} is not in the records of "
-                              f"{source!r}; columns: {', '.join(names)}.")
+                              f"{source!r};{did_you_mean(name, names)} columns: "
+                              f"{', '.join(names)}.")
         if not _numeric(columns.field(name).type):
             raise ConfigError(
                 f"{stage.where}: feature {name!r} is {columns.field(name).type}, not a number, "
@@ -96,6 +98,21 @@ def make_plan(stage: StageSpec[BatchingParams], source: str, columns: pa.Schema)
     window = p.window.model_dump() if p.window else None
     return Plan(source, p.batch_size, p.label, features, p.remainder, p.eval_fraction, p.split,
                 p.seed, window, p.shuffle)
+
+
+def _preview(stage: StageSpec[BatchingParams], base_dir: Any, sample: Sample | None
+             ) -> pa.RecordBatch | None:
+    """Before anything runs: the label and features checked against a sample of the records.
+
+    A column of nothing but nulls in the sample has no type yet: it is taken for a number
+    here, and judged by the run's first block as before.
+    """
+    if sample is None:
+        return None
+    schema = pa.schema([f.with_type(pa.float64()) if pa.types.is_null(f.type) else f
+                        for f in sample.records.schema])
+    make_plan(stage, sample.stage, schema)
+    return sample.records
 
 
 def _numeric(t: pa.DataType) -> bool:
@@ -209,5 +226,5 @@ def verify_plan(run: Folder, manifest: dict[str, Any], problems: list[str]) -> N
 
 
 SPEC = DriverSpec(name="batching", params=BatchingParams, run=run_stage, reads="stream",
-                  writes="plan", live=True, verify=verify_plan,
+                  writes="plan", live=True, verify=verify_plan, preview=_preview,
                   doc="Stored records -> a plan of exact batches in seq order.")

@@ -20,7 +20,7 @@ from seqline.components.plan import plan_of
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.params import PARAMS_CONFIG, StageParams, did_you_mean
-from seqline.pipeline.specs import DriverSpec, StageContext, StageResult, StageSpec
+from seqline.pipeline.specs import DriverSpec, Sample, StageContext, StageResult, StageSpec
 from seqline.pipeline.storage import Folder, local_copy
 
 __all__ = ["METRICS", "SPEC", "ErrorBound", "EvaluateParams", "ShareBound", "Thresholds",
@@ -133,11 +133,8 @@ def run_stage(stage: StageSpec[EvaluateParams], ctx: StageContext) -> StageResul
 
 
 def _check(stage: StageSpec[EvaluateParams], slices: list[str], batches: Batches) -> None:
+    _slices_in(stage, list(batches.columns))
     for column in slices:
-        if column not in batches.columns:
-            raise ConfigError(f"{stage.where}: slice column {column!r} is not in the records;"
-                              f"{did_you_mean(column, list(batches.columns))} columns: "
-                              f"{', '.join(batches.columns)}.")
         if len(np.unique(batches.columns[column])) > MAX_SLICES:
             raise ConfigError(f"{stage.where}: slice column {column!r} has more than "
                               f"{MAX_SLICES} values; slice by a column of a few groups.")
@@ -219,6 +216,21 @@ def _baseline(root: Folder, pipeline: str, stage: StageSpec[EvaluateParams]) -> 
     return baseline["metrics"] if baseline else None
 
 
+def _slices_in(stage: StageSpec[EvaluateParams], columns: list[str]) -> None:
+    for column in stage.params.slices:
+        if column not in columns:
+            raise ConfigError(f"{stage.where}: slice column {column!r} is not in the records;"
+                              f"{did_you_mean(column, columns)} columns: {', '.join(columns)}.")
+
+
+def _preview(stage: StageSpec[EvaluateParams], base_dir: Path, sample: Sample | None) -> Any:
+    """Before anything runs: the slice columns checked against a sample of the records."""
+    if sample is not None:
+        _slices_in(stage, sample.records.schema.names)
+    return None if sample is None else sample.records
+
+
 SPEC = DriverSpec(name="evaluate", params=EvaluateParams, run=run_stage, reads="model",
                   writes="evaluation", depends_on=_baseline, driver_imports=("tensorflow",),
+                  preview=_preview,
                   doc="A model + the eval split -> metrics, slices and a blessing.")

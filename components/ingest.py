@@ -28,7 +28,7 @@ from seqline.pipeline.blocks import SEQ, recut, seq_of, with_seq
 from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.params import StageParams
-from seqline.pipeline.specs import SourceSpec, StageSpec
+from seqline.pipeline.specs import Sample, SourceSpec, StageSpec
 from seqline.pipeline.stage import BlockResult, Counts, MapBlocks
 
 __all__ = ["SPEC", "IngestParams", "read_blocks", "resolve_sources"]
@@ -244,6 +244,14 @@ def input_files(stage: StageSpec[IngestParams], base_dir: Path) -> list[str]:
     return [source.name for source in resolve_sources(stage, base_dir)]
 
 
+def _preview(stage: StageSpec[IngestParams], base_dir: Path, sample: Sample | None
+             ) -> pa.RecordBatch | None:
+    """Before anything runs: the first block, read on the driver (as Ray Data's `schema()`
+    reads the first block); None when there is not one good record in it."""
+    first = next(read_blocks(stage, base_dir), None)  # the reader closes as it is dropped
+    return first.batch if first is not None and first.batch is not None else None
+
+
 SPEC = SourceSpec(name="ingest", params=IngestParams, run=read_blocks, writes="stream",
-                  validate=_validate, files=input_files,
+                  validate=_validate, files=input_files, preview=_preview,
                   doc="Files -> blocks with __seq__ in source order.")

@@ -16,7 +16,7 @@ from seqline.pipeline.blocks import SEQ, seq_of
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.functions import FunctionRef, load_function
 from seqline.pipeline.params import StageParams
-from seqline.pipeline.specs import MapSpec, StageSpec
+from seqline.pipeline.specs import MapSpec, Sample, StageSpec
 from seqline.pipeline.stage import MapTask
 from seqline.pipeline.storage import Folder
 
@@ -116,7 +116,19 @@ def _validate(stage: StageSpec[PreprocessParams], base_dir: Path) -> None:
         raise ConfigError(f"{stage.where}: {exc}") from exc
 
 
+def _preview(stage: StageSpec[PreprocessParams], base_dir: Path, sample: Sample | None
+             ) -> pa.RecordBatch | None:
+    """Before anything runs: the function's answer for a sample of its input, so that the
+    stages after it see the columns it makes; None when that is not a batch of records."""
+    if sample is None:
+        return None
+    p = stage.params
+    out = apply_batch(sample.records, fn_ref=p.fn, batch_format=p.batch_format,
+                      base_dir=str(base_dir), fn_kwargs=dict(p.fn_kwargs))
+    return out if isinstance(out, pa.RecordBatch) else None
+
+
 SPEC = MapSpec(name="preprocess", params=PreprocessParams, run=make_task, writes="records",
-               validate=_validate,
+               validate=_validate, preview=_preview,
                doc="Records -> records through a user function, in parallel, in order, "
                    "stored as TFRecord shards.")

@@ -9,6 +9,7 @@ from importlib.metadata import version
 from typing import Any, Literal
 
 from seqline.orchestration.cache import NOT_IN_FOLDER, cache_hit, cache_parts, damage, key_of
+from seqline.orchestration.preflight import check_before_work
 from seqline.orchestration.run_options import RunOptions
 from seqline.pipeline.artifacts import MANIFEST, run_dir
 from seqline.pipeline.errors import ConfigError
@@ -128,7 +129,8 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
         store: the run store, or None when there is none yet (nothing is then cached).
 
     Raises:
-        ConfigError: resuming a run that is not there, or reusing a run id that is.
+        ConfigError: resuming a run that is not there, or reusing a run id that is; a stage
+            whose parameters name what a sample of its records does not have (preflight.py).
 
     Example: the demo run again with batching's window length 14 -> 21 reuses ingest,
     tfrecord_write and preprocess from the first run, runs batching because "params changed
@@ -163,6 +165,7 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
             wiring.follows_line, fused.get(stage.name), *origin,
             stale=action == "run" and (stage.name in kept or stage.name in damaged),
             cache_key=keys[stage.name], key_parts=parts[stage.name]))
+    check_before_work(spec, steps, components)
     return RunPlan(run_id, spec.name, options, tuple(steps))
 
 

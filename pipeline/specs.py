@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import pyarrow as pa
 from pydantic import BaseModel
 
 from seqline.pipeline.blocks import Block
@@ -16,7 +17,8 @@ from seqline.pipeline.params import did_you_mean
 from seqline.pipeline.storage import Folder
 
 __all__ = ["ComponentSpec", "DriverSpec", "Launcher", "Line", "MapSpec", "PipelineSpec", "Reads",
-           "SourceSpec", "StageContext", "StageResult", "StageSpec", "Writes", "did_you_mean"]
+           "Sample", "SourceSpec", "StageContext", "StageResult", "StageSpec", "Writes",
+           "did_you_mean"]
 
 P = TypeVar("P", bound=BaseModel)
 
@@ -26,6 +28,15 @@ Reads = Literal["files", "stream", "plan", "model"]
 # What it writes: blocks passed on (nothing stored but dead letters), stored TFRecords (also
 # passed on), a plan, a model, an evaluation.
 Writes = Literal["stream", "records", "plan", "model", "evaluation"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The first records a stage would read, before anything runs, and the stage that made
+    them (named in messages): what a component's `preview` checks its parameters against."""
+
+    stage: str
+    records: pa.RecordBatch
 
 
 @dataclass(frozen=True)
@@ -161,6 +172,12 @@ class ComponentSpec(Generic[P]):
     # What else its output depends on, beyond its input and parameters, for its cache key:
     # depends_on(root, pipeline name, stage) (evaluate: the baseline it compares with).
     depends_on: Callable[[Path, str, StageSpec[P]], Any] | None = None
+    # Its output for a sample of its input, before anything runs (as Ray Data's `schema()`
+    # runs the first block): preview(stage, base_dir, sample) -> the records the stages
+    # after it would read (ingest: its first block; preprocess: the function's answer), or
+    # None when it cannot tell. It raises ConfigError for a mismatch it can see there
+    # (batching: a feature not in the records). None here: it passes its input on as it is.
+    preview: Callable[[StageSpec[P], Path, Sample | None], pa.RecordBatch | None] | None = None
     version: str = "1"
     doc: str = ""
 

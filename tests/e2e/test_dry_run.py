@@ -79,3 +79,22 @@ def test_dry_run_without_a_root_makes_none(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "no run store yet" in done.stdout
     assert not (tmp_path / "readings" / "nowhere").exists()
+
+
+@pytest.mark.parametrize(("old", "new", "error"), [
+    ("features: [temperature,", "features: [temprature,",
+     "error: stage 'batches' (line 12): feature 'temprature' is not in the records of "
+     "'features'; Did you mean 'temperature'?"),
+    ("slices: [site]", "slices: [sitee]",
+     "error: stage 'evaluation' (line 23): slice column 'sitee' is not in the records; "
+     "Did you mean 'site'?"),
+], ids=["batching feature", "evaluate slice"])
+@pytest.mark.parametrize("dry", [False, True], ids=["run", "dry-run"])
+def test_a_name_not_in_the_records_fails_before_work(tmp_path, old, new, error, dry):
+    """The issue's `temprature`: found by the plan from a sample, not after three stages."""
+    shutil.copytree(REPO / "docs" / "examples" / "readings", tmp_path / "readings")
+    _edit(tmp_path / "readings" / "pipeline.yaml", old, new)
+    done = _seqline(tmp_path / "readings", "run", "pipeline.yaml", *(["--dry-run"] * dry))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(error) and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "readings" / ".seqline" / "runs").exists()  # no stage ran
