@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from seqline.pipeline.errors import ConfigError
-from seqline.pipeline.specs import ComponentSpec, PipelineSpec, Sample
+from seqline.pipeline.specs import ComponentSpec, DriverSpec, PipelineSpec, Sample
 
 if TYPE_CHECKING:
     from seqline.orchestration.plan import Step
@@ -43,8 +43,11 @@ def check_before_work(spec: PipelineSpec, steps: Sequence[Step],
     """
     if not any(step.runs for step in steps):
         return
+    wanted = _wanted(spec, steps, components)
     samples: dict[str, Sample | None] = {}
     for stage, step in zip(spec.stages, steps, strict=True):
+        if stage.name not in wanted:
+            continue
         before = samples.get(step.source) if step.source else None
         preview = components[stage.component].preview
         try:
@@ -59,3 +62,18 @@ def check_before_work(spec: PipelineSpec, steps: Sequence[Step],
             records = None
         samples[stage.name] = None if records is None else \
             Sample(stage.name, records.slice(0, SAMPLE_ROWS))
+
+
+def _wanted(spec: PipelineSpec, steps: Sequence[Step],
+            components: Mapping[str, ComponentSpec[Any]]) -> set[str]:
+    """The stages to preview: those that check (a driver stage with a preview: batching,
+    evaluate) and every stage whose sample they read. A pipeline that ends in preprocess
+    reads no sample and calls no function early."""
+    wanted: set[str] = set()
+    for stage, step in reversed(list(zip(spec.stages, steps, strict=True))):
+        component = components[stage.component]
+        if isinstance(component, DriverSpec) and component.preview is not None:
+            wanted.add(stage.name)
+        if stage.name in wanted and step.source:
+            wanted.add(step.source)
+    return wanted

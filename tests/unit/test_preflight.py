@@ -126,3 +126,14 @@ def test_nothing_is_checked_when_nothing_runs(folder):
     assert not (folder / "calls").exists()
     with pytest.raises(ConfigError, match="label column 'nowhere'"):
         check_before_work(bad, plan.steps, COMPONENTS)
+
+
+def test_a_pipeline_without_checks_calls_no_function_early(folder):
+    spec = parse_pipeline("name: p\nstages:\n"
+                          "  - {name: read, component: ingest, params: {format: csv, "
+                          "paths: [in.csv]}}\n"
+                          "  - {name: features, component: preprocess, "
+                          "params: {fn: 'fns:calls'}}\n", folder, COMPONENTS)
+    plan_run(spec, run_options(spec), COMPONENTS, run_id="r1", root=folder / "root",
+             store=None)
+    assert not (folder / "calls").exists()
