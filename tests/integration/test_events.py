@@ -141,7 +141,10 @@ def test_a_failure_is_one_stage_failed_and_the_rest_skipped_with_the_reason(tmp_
     assert run_end.message == failed[0].message and run_end.error_stage == "features"
 
 
-def test_a_cancel_ends_every_unfinished_stage_as_skipped(tmp_path):
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_a_cancel_ends_every_unfinished_stage_as_skipped(tmp_path, runner, request):
+    if runner == "ray":
+        request.getfixturevalue("ray_session")
     story = Story()
     spec = _folder(tmp_path, kwargs="{base_ms: 100, seed: 1}")
     sent = threading.Event()
@@ -152,7 +155,7 @@ def test_a_cancel_ends_every_unfinished_stage_as_skipped(tmp_path):
             os.kill(os.getpid(), signal.SIGINT)
 
     with pytest.raises(Cancelled):
-        _run(spec, tmp_path, "stopped", story, subscribers=[story, ctrl_c_midway])
+        _run(spec, tmp_path, "stopped", story, runner, subscribers=[story, ctrl_c_midway])
     _well_formed(story, ["read", "write", "features", "again"], "cancelled")
     skipped = [e for e in story.ended().values() if isinstance(e, StageSkipped)]
     assert skipped and all(e.reason.startswith("not run to the end: the run was cancelled")
@@ -160,15 +163,19 @@ def test_a_cancel_ends_every_unfinished_stage_as_skipped(tmp_path):
     assert not any(isinstance(e, StageFailed) for e in story.events)
 
 
-def test_a_resume_keeps_what_was_committed_and_runs_the_rest(tmp_path):
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_a_resume_keeps_what_was_committed_and_runs_the_rest(tmp_path, runner, request):
+    if runner == "ray":
+        request.getfixturevalue("ray_session")
     spec = _folder(tmp_path, fn="boom_at", kwargs="{seq: 250}")
     with pytest.raises(StageError):
-        _run(spec, tmp_path, "r", Story())
+        _run(spec, tmp_path, "r", Story(), runner)
     fixed = _folder(tmp_path)  # the function mended
     story = Story()
-    result = _run(fixed, tmp_path, "r", story, resume=True)
+    result = _run(fixed, tmp_path, "r", story, runner, resume=True)
     assert result.plan is not None
-    assert result.plan.summary() == "2 of 4 stages on local; 2 kept from the interrupted attempt"
+    assert result.plan.summary() == \
+        f"2 of 4 stages on {runner}; 2 kept from the interrupted attempt"
     _well_formed(story, ["read", "write", "features", "again"], "succeeded")
     ended = story.ended()
     assert isinstance(ended["write"], StageReused) and ended["write"].action == "keep"
@@ -177,15 +184,18 @@ def test_a_resume_keeps_what_was_committed_and_runs_the_rest(tmp_path):
     assert isinstance(story.events[0], RunStarted) and story.events[0].resume
 
 
-def test_a_cached_run_reuses_every_stage_and_runs_nothing(tmp_path):
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_a_cached_run_reuses_every_stage_and_runs_nothing(tmp_path, runner, request):
+    if runner == "ray":
+        request.getfixturevalue("ray_session")
     spec = _folder(tmp_path)
-    _run(spec, tmp_path, "first", Story())
+    _run(spec, tmp_path, "first", Story(), runner)
     story = Story()
-    result = _run(spec, tmp_path, "second", story, runner="local")
+    result = _run(spec, tmp_path, "second", story, runner)
     _well_formed(story, ["read", "write", "features", "again"], "succeeded")
     assert all(isinstance(e, StageReused) and e.action == "reuse" and e.reused_from == "first"
                for e in story.ended().values())
     assert not any(isinstance(e, StageStarted | BlocksDone) for e in story.events)
     assert [r.status for r in result.stages] == ["cached"] * 4
     assert result.plan is not None
-    assert result.plan.summary() == "0 of 4 stages on local; 4 reused from run first"
+    assert result.plan.summary() == f"0 of 4 stages on {runner}; 4 reused from run first"
