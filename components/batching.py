@@ -19,13 +19,13 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from seqline.components.cutter import Batch, Cutter
 from seqline.components.examples import load_batches, stored_source
 from seqline.components.plan import Plan, plan_of
-from seqline.components.tfrecords import read_artifact
 from seqline.pipeline.audit import SeqDigest, seq_digest
 from seqline.pipeline.blocks import SEQ, Block, seq_of
 from seqline.pipeline.errors import ConfigError, SeqlineError, StageError
 from seqline.pipeline.params import PARAMS_CONFIG, StageParams, did_you_mean
 from seqline.pipeline.specs import DriverSpec, Sample, StageContext, StageResult, StageSpec
 from seqline.pipeline.storage import Folder
+from seqline.pipeline.tfrecord import read_artifact
 
 __all__ = ["SPEC", "BatchingParams", "Window", "make_plan", "run_stage", "verify_plan"]
 

@@ -21,7 +21,7 @@ from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.params import PARAMS_CONFIG, StageParams, did_you_mean
 from seqline.pipeline.specs import DriverSpec, Sample, StageContext, StageResult, StageSpec
-from seqline.pipeline.storage import Folder, local_copy
+from seqline.pipeline.storage import Folder, folder, storage_of
 
 __all__ = ["METRICS", "SPEC", "ErrorBound", "EvaluateParams", "ShareBound", "Thresholds",
            "last_blessed", "run_stage"]
@@ -115,7 +115,8 @@ def run_stage(stage: StageSpec[EvaluateParams], ctx: StageContext) -> StageResul
     if not len(targets):
         raise ConfigError(f"{stage.where}: the eval split is empty; set batching's "
                           "`eval_fraction` above 0.")
-    with local_copy(ctx.run / ctx.source / "model.keras") as model_file:  # Keras: local only
+    stored = ctx.run / ctx.source / "model.keras"
+    with storage_of(stored).local_copy(stored) as model_file:  # Keras: local only
         model = keras.models.load_model(model_file)
     classify = is_classifier(model.output_shape, train["model_spec"]["num_classes"])
     names = list(p.metrics or (["accuracy"] if classify else ["mae", "rmse"]))
@@ -192,11 +193,9 @@ def last_blessed(root: Folder, pipeline: str, stage: str, exclude: str | None = 
     """The newest blessed evaluation of the same pipeline and stage among the runs under
     `root` (but `exclude`): the baseline a new model is compared with."""
     found = []
-    runs = Path(root) / "runs" if isinstance(root, (str, Path)) else root / "runs"
-    manifests = runs.glob(f"*/{stage}/manifest.json") if isinstance(runs, Path) \
-        else (run / stage / "manifest.json" for run in runs.iterdir())
-    for manifest_path in manifests:
-        run = manifest_path.parent.parent
+    runs = (folder(root) if isinstance(root, str) else root) / "runs"
+    for run in storage_of(runs).entries(runs):
+        manifest_path = run / stage / "manifest.json"
         if run.name == exclude or not manifest_path.exists() or not (run / "run.json").exists():
             continue
         if json.loads((run / "run.json").read_text()).get("pipeline") != pipeline:

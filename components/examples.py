@@ -15,12 +15,12 @@ import pyarrow as pa
 
 from seqline.components.cutter import Batch, Batcher, Cutter
 from seqline.components.plan import Plan, epoch_rng, per_record
-from seqline.components.tfrecords import read_artifact, read_fed_shard, schema_from_text
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.storage import Folder
+from seqline.pipeline.tfrecord import read_artifact, read_fed_shard, schema_from_text
 
 __all__ = ["CUT_RECORDS", "Batches", "StreamedBatches", "TrainingInput", "load_batches",
            "source_feed", "stored_source", "stream_batches"]

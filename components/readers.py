@@ -28,7 +28,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from seqline.components import tfrecords
+from seqline.pipeline import tfrecord
 
 __all__ = ["BadRecord", "Part", "Source", "read_source"]
 
@@ -263,7 +263,7 @@ def _read_tfrecord(source: Source, types: dict[str, pa.DataType]) -> Iterator[Pa
     schema: pa.Schema | None = None
     try:
         with source.open() as f:
-            for records in tfrecords.iter_records(f, source.name):
+            for records in tfrecord.iter_records(f, source.name):
                 if schema is None:
                     inferred = _infer_example_schema(records)
                     schema = pa.schema([pa.field(f.name, types.get(f.name, f.type))
@@ -273,24 +273,24 @@ def _read_tfrecord(source: Source, types: dict[str, pa.DataType]) -> Iterator[Pa
                                     [b.record for b in bad])
                 yield Part(batch, good.astype(np.int64), bad, end=done + len(records))
                 done += len(records)
-    except tfrecords.CorruptRecord as exc:
+    except tfrecord.CorruptRecord as exc:
         raise ReadError(f"unreadable TFRecord file: {exc}") from exc
 
 
 def _decode_each_bad(records: list[bytes], schema: pa.Schema, first: int
                      ) -> tuple[pa.RecordBatch, list[BadRecord]]:
     try:
-        return tfrecords.decode(records, schema), []
-    except tfrecords.CorruptRecord:
+        return tfrecord.decode(records, schema), []
+    except tfrecord.CorruptRecord:
         pass
     bad, good = [], []
     for i, record in enumerate(records):  # the error path only: one decode per record
         try:
-            tfrecords.decode([record], schema)
+            tfrecord.decode([record], schema)
             good.append(record)
-        except tfrecords.CorruptRecord as exc:
+        except tfrecord.CorruptRecord as exc:
             bad.append(BadRecord(first + i, str(exc), None, record[:200].hex()))
-    return tfrecords.decode(good, schema), bad
+    return tfrecord.decode(good, schema), bad
 
 
 def _infer_example_schema(records: list[bytes]) -> pa.Schema:
@@ -300,7 +300,7 @@ def _infer_example_schema(records: list[bytes]) -> pa.Schema:
     try:
         raw = ExamplesToRecordBatchDecoder().DecodeBatch(records[:4096])
     except RuntimeError as exc:
-        raise tfrecords.CorruptRecord(f"the first records are not tf.train.Example: {exc}") \
+        raise tfrecord.CorruptRecord(f"the first records are not tf.train.Example: {exc}") \
             from exc
     fields = []
     for name, col in zip(raw.schema.names, raw.columns, strict=True):

@@ -8,11 +8,11 @@ from typing import Annotated, Literal
 import pyarrow as pa
 from pydantic import Field
 
-from seqline.components.shard_sink import ShardSink
 from seqline.pipeline.params import StageParams
 from seqline.pipeline.specs import MapSpec, StageSpec
 from seqline.pipeline.stage import MapTask
 from seqline.pipeline.storage import Folder
+from seqline.pipeline.tfrecord import ShardSink
 
 __all__ = ["SPEC", "Compression", "CompressionLevel", "TFRecordWriteParams", "make_sink",
            "make_task"]
@@ -39,7 +39,7 @@ def make_task(stage: StageSpec[TFRecordWriteParams], base_dir: Path, out_dir: Fo
               ) -> MapTask:
     """Blocks in, the same records out; each shard_records-record group written as one shard.
 
-    The stream passes on the records as stored (normalized types, see tfrecords.normalize), so
+    The stream passes on the records as stored (normalized types, see tfrecord.normalize), so
     a later stage sees the same values whether it reads this stream or the artifact.
 
     Example: 150,000 records with shard_records 65,536 give shard-000000 (seq 0-65,535),

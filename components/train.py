@@ -26,6 +26,7 @@ from seqline.pipeline.errors import ConfigError, SeqlineError, StageError
 from seqline.pipeline.functions import FUNCTION_PATTERN, load_function
 from seqline.pipeline.params import StageParams, did_you_mean, one_of
 from seqline.pipeline.specs import DriverSpec, StageContext, StageResult, StageSpec
+from seqline.pipeline.storage import scratch
 
 if TYPE_CHECKING:
     import keras
@@ -212,9 +213,7 @@ def run_stage(stage: StageSpec[TrainParams], ctx: StageContext,
     out = Path(ctx.out_dir)
     feeder = keras_fit.Feeder(stage, data, spec, audit,
                               is_classifier(model.output_shape, spec.num_classes))
-    backup = ctx.run / f".{stage.name}.backup"
-    # A run's hidden entries are local folders on every root (storage.Location.with_scratch)
-    assert isinstance(backup, Path), backup
+    backup = scratch(ctx.run) / f".{stage.name}.backup"  # local on every storage
     history = keras_fit.fit(model, feeder, p.epochs, [
         *keras_fit.saving(out, backup),
         keras_fit.AuditCallback(audit), *(callbacks or [])])

@@ -59,7 +59,7 @@ def run_on_workers(stage: StageSpec[TrainParams], ctx: StageContext) -> StageRes
         ctx.line.committed(plan.source)
         ctx.line.committed(ctx.source)
     # Absolute: a Ray Train worker runs in a folder of Ray's, where a relative --root is not.
-    run = ctx.run.resolve() if isinstance(ctx.run, Path) else ctx.run
+    run = ctx.run.resolve()
     work = functools.partial(train_on_worker, stage, fspath(run), plan, str(ctx.base_dir))
     returned = ctx.launcher(work, p.workers, stage.name)
     with tarfile.open(fileobj=io.BytesIO(returned[0]["files"])) as tar:

@@ -22,7 +22,7 @@ import fsspec
 
 from seqline.pipeline.artifacts import MANIFEST, listed_files, read_manifest
 from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec
-from seqline.pipeline.storage import Folder, Location
+from seqline.pipeline.storage import Folder, fspath, storage_of
 from seqline.pipeline.storage import folder as storage_folder
 
 __all__ = ["NOT_IN_FOLDER", "CacheHit", "artifact_checksum", "cache_hit", "cache_keys",
@@ -171,21 +171,16 @@ def artifact_checksum(folder: Folder | str, known: Mapping[str, str] | None = No
     """
     folder = storage_folder(folder) if isinstance(folder, str) else folder
     known = known or {}
-    digest = hashlib.sha256()
-    if isinstance(folder, Location):
+    try:
         manifest = read_manifest(folder)
-        uploaded = manifest.get("uploaded") or {}
-        for name in sorted([MANIFEST, *listed_files(manifest)]):
-            if name in uploaded:
-                info = folder.fs.info((folder / name).path)
-                value = f"size:{info.get('size')}:etag:{info.get('ETag') or info.get('etag')}"
-            else:
-                value = known.get(name) or _sha256(folder / name)
-            digest.update(os.fsencode(name) + b"\0" + value.encode())
-        return "sha256:" + digest.hexdigest()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        name = path.relative_to(folder).as_posix()
-        digest.update(os.fsencode(name) + b"\0" + (known.get(name) or _sha256(path)).encode())
+    except (OSError, ValueError):  # unreadable: the digest of what is there, which differs
+        manifest = {}
+    listed = [MANIFEST, *listed_files(manifest)]
+    digest = hashlib.sha256()
+    for name, tag in storage_of(folder).committed_files(
+            folder, listed, manifest.get("uploaded") or {}).items():
+        value = tag or known.get(name) or _sha256(folder / name)
+        digest.update(os.fsencode(name) + b"\0" + value.encode())
     return "sha256:" + digest.hexdigest()
 
 
@@ -238,7 +233,7 @@ class CacheHit:
 def cache_hit(key: str, store: Any, root: Folder) -> CacheHit | None:
     """The newest stage run under `root` with cache key `key` whose stored bytes are still
     what was committed (a changed file is recomputed, never trusted); None on a miss."""
-    runs = root / "runs" if isinstance(root, Location) else (Path(root) / "runs").resolve()
+    runs = (storage_folder(root) if isinstance(root, str) else root) / "runs"
     found = store.find_cached(key)
     output = next((a for a in (found or {}).get("artifacts", []) if a.get("checksum")), None)
     if found is None or output is None:
@@ -253,9 +248,6 @@ def cache_hit(key: str, store: Any, root: Folder) -> CacheHit | None:
 
 def _intact(folder: Folder, checksum: str, runs: Folder) -> bool:
     """A stored stage folder under this root whose bytes are what was committed."""
-    if isinstance(folder, Location) or isinstance(runs, Location):
-        return isinstance(folder, Location) and isinstance(runs, Location) \
-            and folder.url.startswith(runs.url.rstrip("/") + "/") \
-            and (folder / MANIFEST).exists() and artifact_checksum(folder) == checksum
-    return folder.resolve().is_relative_to(runs) and folder.is_dir() \
-        and artifact_checksum(folder) == checksum
+    # Text comparisons: a local path never starts with a URL, nor a URL with a path.
+    inside = fspath(folder.resolve()).startswith(fspath(runs.resolve()).rstrip("/") + "/")
+    return inside and (folder / MANIFEST).exists() and artifact_checksum(folder) == checksum

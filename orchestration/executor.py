@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from typing import Any
 
 from seqline.components import COMPONENTS
-from seqline.components.tfrecords import schema_from_text
 from seqline.orchestration.events import (
     EventBus,
     RunStarted,
@@ -29,7 +29,8 @@ from seqline.pipeline.errors import Cancelled, StageError
 from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.specs import PipelineSpec
 from seqline.pipeline.stage import BlockResult, Counts, MapTask
-from seqline.pipeline.storage import Folder, Location, remove
+from seqline.pipeline.storage import Folder, storage_of
+from seqline.pipeline.tfrecord import schema_from_text
 
 __all__ = ["run_plan"]
 
@@ -111,9 +112,11 @@ def run_plan(plan: RunPlan, spec: PipelineSpec, runner: Runner, root: Folder,
 def _open_run(folder: Folder, resume: bool) -> Folder:
     """The run's folder; resuming, without the interrupted attempt's partial stage output (on
     an object store that is a prefix without a manifest, removed when the stage runs)."""
-    if resume and not isinstance(folder, Location):
-        for leftover in folder.glob(".*.tmp-*"):
-            remove(leftover)
+    storage = storage_of(folder)
+    if resume:
+        for leftover in storage.entries(folder):
+            if fnmatch(leftover.name, ".*.tmp-*"):
+                storage.remove(leftover)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -139,7 +142,7 @@ def _reuse(step: Step, run: RunContext) -> None:
 def _start(step: Step, run: RunContext) -> None:
     """The stage's work on its thread, its input and output connected as the plan says."""
     if step.stale:  # committed before, but to be made again
-        remove(run.folder / step.stage)
+        storage_of(run.folder).remove(run.folder / step.stage)
     stage = run.spec.stage(step.stage)
     component = COMPONENTS[stage.component]
     artifact = run.artifact(step.stage)

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
-from seqline.components.tfrecords import read_feed
 from seqline.orchestration.events import Subscriber, WaitEnded, WaitStarted
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import ConfigError, StageError, disk_full, disk_full_message
 from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.storage import Folder
+from seqline.pipeline.tfrecord import read_feed
 
 __all__ = ["AssemblyLine", "Belt", "Stopped"]
 

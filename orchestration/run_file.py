@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 from seqline.orchestration.events import Event, RunEnded, RunStarted, StagePlanned
-from seqline.pipeline.storage import Folder, write_atomically
+from seqline.pipeline.storage import Folder, write_json
 
 __all__ = ["RunFile"]
 
@@ -39,7 +38,7 @@ class RunFile:
             self._write(ended)
 
     def _write(self, record: dict[str, Any]) -> None:
-        write_atomically(self.folder / "run.json", json.dumps(record, indent=2, sort_keys=True))
+        write_json(self.folder / "run.json", record)
 
 
 def _now() -> str:

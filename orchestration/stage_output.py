@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from seqline.components import COMPONENTS
-from seqline.components.tfrecords import schema_to_text
 from seqline.orchestration.events import BlockRetried, Event, Occupancy
 from seqline.pipeline.audit import SeqDigest
 from seqline.pipeline.blocks import seq_of
@@ -21,6 +20,7 @@ from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.specs import StageSpec
 from seqline.pipeline.stage import BlockResult, Counts
 from seqline.pipeline.storage import Folder
+from seqline.pipeline.tfrecord import schema_to_text
 
 if TYPE_CHECKING:
     from seqline.orchestration.runners import Runner

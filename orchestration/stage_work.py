@@ -32,7 +32,7 @@ from seqline.pipeline.specs import (
     StageSpec,
 )
 from seqline.pipeline.stage import BlockResult, Counts, MapTask
-from seqline.pipeline.storage import Folder, Location
+from seqline.pipeline.storage import Folder
 
 if TYPE_CHECKING:
     from seqline.orchestration.executor import RunContext
@@ -86,13 +86,11 @@ def run_driver(step: Step, stage: StageSpec[Any], run: RunContext, artifact: Sta
         bus.publish(WaitEnded(stage=stage.name, on="input",
                               seconds=time.perf_counter() - start))
     waited = time.perf_counter() - start
-    # On an object store the run folder is a Location (its readers take either) whose hidden
-    # entries (train's backup) are local, and `out_dir` a local staging folder that the
-    # commit uploads: TensorFlow writes both as usual.
+    # `out_dir` is local on every storage (on an object store a staging folder that the
+    # commit uploads): TensorFlow writes it as usual.
     context = StageContext(
-        run.folder.with_scratch() if isinstance(run.folder, Location) else run.folder,
-        artifact.out_dir, step.source or "", run.spec.base_dir, run.spec.name, blocks=inputs,
-        announce=run.line.announce(stage.name),
+        run.folder, artifact.out_dir, step.source or "", run.spec.base_dir, run.spec.name,
+        blocks=inputs,        announce=run.line.announce(stage.name),
         line=run.line if step.follows_line else None,  # type: ignore[arg-type]
         launcher=getattr(run.runner, "launcher", None),
         progress=lambda n: bus.publish(RecordsConsumed(stage=stage.name, records=n)))

@@ -12,13 +12,13 @@ import numpy as np
 import pyarrow as pa
 
 from seqline.components import COMPONENTS
-from seqline.components.tfrecords import CorruptRecord, decode, iter_records
 from seqline.pipeline.artifacts import VERDICT, read_manifest, run_dir
 from seqline.pipeline.audit import seq_digest
 from seqline.pipeline.blocks import SEQ, seq_of
 from seqline.pipeline.deadletters import DEAD_LETTERS
 from seqline.pipeline.errors import RunNotFound
-from seqline.pipeline.storage import Folder, Location, open_root
+from seqline.pipeline.storage import Folder, open_root, storage_of, write_json
+from seqline.pipeline.tfrecord import CorruptRecord, decode, iter_records
 
 __all__ = ["StageCheck", "verdict", "verify_run"]
 
@@ -88,13 +88,7 @@ def verdict(checks: list[StageCheck]) -> dict[str, Any]:
 
 def _save_verdict(folder: Folder, checks: list[StageCheck]) -> None:
     """The verdict beside the run's stages (verify.json), for the dashboard's run page."""
-    text = json.dumps(verdict(checks), indent=2)
-    if isinstance(folder, Location):  # one PUT replaces the object whole
-        (folder / VERDICT).write_text(text)
-        return
-    partial = folder / f".{VERDICT}.tmp"
-    partial.write_text(text)
-    partial.replace(folder / VERDICT)
+    write_json(folder / VERDICT, verdict(checks), sort_keys=False)
 
 
 def _stage_dirs(folder: Folder) -> list[Folder]:
@@ -102,7 +96,7 @@ def _stage_dirs(folder: Folder) -> list[Folder]:
     names = record.get("stages")
     if names:
         return [folder / n for n in names if (folder / n / "manifest.json").exists()]
-    committed = [p for p in folder.iterdir() if (p / "manifest.json").exists()]
+    committed = [p for p in storage_of(folder).entries(folder) if (p / "manifest.json").exists()]
     return sorted(committed, key=lambda p: read_manifest(p)["committed_at"])
 
 
@@ -165,9 +159,9 @@ def _check_uploaded(stage_dir: Folder, m: dict[str, Any], problems: list[str]) -
     """On an object store: the files a driver stage uploaded before its manifest (TensorFlow's
     SavedModel, checkpoints, logs) are there, at the sizes uploaded."""
     uploaded = m.get("uploaded") or {}
-    if not uploaded or not isinstance(stage_dir, Location):
+    if not uploaded:  # a local stage's files were written in place: nothing was uploaded
         return
-    stored = stage_dir.files()
+    stored = storage_of(stage_dir).files(stage_dir)
     for name, size in uploaded.items():
         if stored.get(name) != size:
             problems.append(f"uploaded file {name}: " + (

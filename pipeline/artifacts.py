@@ -1,29 +1,25 @@
 """Artifact folders `<root>/runs/<run_id>/<stage>/`, each committed with its manifest.
 
-Two commit protocols, one per kind of root (storage.py):
-- a local folder: the stage writes into a `.<stage>.tmp-*` folder that is renamed into place
-  with its manifest, atomically;
-- an object store (no atomic rename): the stage writes straight into its final prefix, every
-  file under a name of its own attempt, and the manifest, written last in one PUT, is the
-  commit. A prefix without a manifest is an unfinished attempt; files a manifest does not list
-  are garbage that no reader trusts. Driver stages whose libraries cannot write the scheme
-  (TensorFlow) write into a local staging folder (`StageArtifact.out_dir`), uploaded at commit
-  before the manifest and listed in it under "uploaded".
+One commit protocol on every storage (storage.py, as Beam's file-based sink): an attempt
+writes into the folder `begin_stage` gives it, the manifest last, and `commit_stage` makes
+that the stage's folder. Locally that is a `.<stage>.tmp-*` folder renamed into place; on an
+object store (no rename) the final prefix itself, every file under a name of its own attempt,
+and the manifest's one PUT is the commit. A stage folder without a manifest is an unfinished
+attempt; files a manifest does not list are garbage that no reader trusts. Driver stages
+whose libraries write only local files (TensorFlow) write into `StageArtifact.out_dir`,
+which an object store's commit uploads before the manifest and lists under "uploaded".
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 from seqline.pipeline.errors import ConfigError
-from seqline.pipeline.storage import Folder, Location, folder
+from seqline.pipeline.storage import Folder, folder, storage_of, write_json
 
 __all__ = ["MANIFEST", "RUN_ID_PATTERN", "StageArtifact", "check_run_id", "committed_stages",
            "link_stage", "listed_files", "read_manifest", "run_dir"]
@@ -68,9 +64,7 @@ def read_manifest(stage_dir: Folder | str) -> dict[str, Any]:
 
 def committed_stages(run: Folder) -> list[Folder]:
     """A run's stage folders that hold a committed manifest, by name."""
-    if isinstance(run, Path):
-        return [m.parent for m in sorted(run.glob(f"*/{MANIFEST}"))]
-    return [d for d in run.iterdir() if (d / MANIFEST).exists()]
+    return [d for d in storage_of(run).entries(run) if (d / MANIFEST).exists()]
 
 
 def listed_files(manifest: dict[str, Any]) -> list[str]:
@@ -84,64 +78,50 @@ def listed_files(manifest: dict[str, Any]) -> list[str]:
 class StageArtifact:
     """A stage's output folder, committed whole or not at all (see the module docstring).
 
-    `path` is where workers write (the temporary folder, or the final prefix on an object
-    store); `out_dir` is the local folder a driver stage writes into.
+    `path` is where workers write (the attempt's folder: a temporary one, or the final prefix
+    on an object store); `out_dir` is the local folder a driver stage writes into.
     """
 
     def __init__(self, root: Folder, run_id: str, stage: str) -> None:
         self.final = run_dir(root, run_id) / stage
-        self.remote = isinstance(self.final, Location)
-        if (self.final / MANIFEST).exists() if self.remote else self.final.exists():
+        self.storage = storage_of(self.final)
+        if (self.final / MANIFEST).exists():
             raise ConfigError(
                 f"run {run_id!r} already has a committed stage {stage!r} at {self.final}. "
                 "Choose another --run-id, or delete that run's folder to redo it.")
-        self._staging: Path | None = None
-        if isinstance(self.final, Location):
-            self.final.remove()  # an earlier attempt's leftovers: no manifest vouched for them
-            self.path: Folder = self.final
-        else:
-            self.path = self.final.parent / f".{stage}.tmp-{uuid.uuid4().hex[:8]}"
-            self.path.mkdir(parents=True)
+        self.path: Folder = self.storage.begin_stage(self.final)
+        self._local: Path | None = None
 
     @property
     def out_dir(self) -> Path:
-        """A local folder for a driver stage's files: the artifact's own on a local root, a
+        """A local folder for a driver stage's files: the attempt's own on a local root, a
         staging folder uploaded at commit on an object store."""
-        if isinstance(self.path, Path):
-            return self.path
-        if self._staging is None:
-            self._staging = Path(tempfile.mkdtemp(prefix=f"seqline-{self.final.name}-"))
-        return self._staging
+        if self._local is None:
+            self._local = self.storage.local_work(self.path)
+        return self._local
 
     def commit(self, manifest: dict[str, Any]) -> Folder:
-        """Write manifest.json last: renamed into place locally, one PUT on an object store."""
-        if isinstance(self.final, Location):
-            if self._staging is not None:
-                manifest = {**manifest, "uploaded": self.final.put_folder(self._staging)}
-                shutil.rmtree(self._staging, ignore_errors=True)
-            (self.final / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-            # Shards of attempts whose worker died after writing (its block ran again and
-            # wrote its own): no reader trusts them, and once committed no one writes them.
-            listed = set(listed_files(manifest))
-            self.final.remove_files([name for name in self.final.files()
-                                     if name.startswith("shard-") and name not in listed])
-            return self.final
-        assert isinstance(self.path, Path)
-        with open(self.path / MANIFEST, "w") as f:
-            json.dump(manifest, f, indent=2, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.rename(self.path, self.final)  # atomic on one filesystem
+        """Write manifest.json last, then make the attempt the stage's folder; remove shards
+        of other attempts that the manifest does not list."""
+        if self._local is not None:
+            uploaded = self.storage.upload(self._local, self.path)
+            if uploaded is not None:
+                manifest = {**manifest, "uploaded": uploaded}
+        write_json(self.path / MANIFEST, manifest, durable=True)
+        self.storage.commit_stage(self.path, self.final)
+        # Shards of attempts whose worker died after writing (its block ran again and wrote
+        # its own): no reader trusts them, and once committed no one writes them.
+        listed = set(listed_files(manifest))
+        self.storage.remove(self.final, [name for name in self.storage.files(self.final)
+                                         if name.startswith("shard-") and name not in listed])
         return self.final
 
     def abandon(self) -> None:
-        if self._staging is not None:
-            shutil.rmtree(self._staging, ignore_errors=True)
-        if isinstance(self.path, Location):
-            if not (self.final / MANIFEST).exists():
-                self.path.remove()
-        else:
-            shutil.rmtree(self.path, ignore_errors=True)
+        """Remove what this attempt wrote, unless it was committed."""
+        if self._local is not None:
+            shutil.rmtree(self._local, ignore_errors=True)
+        if not (self.path == self.final and (self.final / MANIFEST).exists()):
+            self.storage.remove(self.path)
 
 
 def link_stage(source: Folder, target: Folder) -> None:
@@ -151,21 +131,5 @@ def link_stage(source: Folder, target: Folder) -> None:
     where the two folders are on different filesystems). On an object store by server-side
     copies of the files the manifest lists, then the manifest: no bytes pass through here.
     """
-    if isinstance(source, Location) and isinstance(target, Location):
-        manifest = read_manifest(source)
-        target.remove()
-        source.copy_to(target, listed_files(manifest))
-        source.copy_to(target, [MANIFEST])  # last: the copy is committed once it exists
-        return
-    assert isinstance(source, Path) and isinstance(target, Path)
-    tmp = target.parent / f".{target.name}.tmp-link"
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp, copy_function=_link_or_copy)
-    os.rename(tmp, target)
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+    names = [*listed_files(read_manifest(source)), MANIFEST]
+    storage_of(source).copy_stage(source, target, names)

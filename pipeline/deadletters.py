@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
-import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import IO, Any
 
 from pydantic import BaseModel, Field
 
 from seqline.pipeline.errors import StageError
 from seqline.pipeline.params import PARAMS_CONFIG
-from seqline.pipeline.storage import Folder, Location
+from seqline.pipeline.storage import Folder, storage_of
 
 __all__ = ["DEAD_LETTERS", "DeadLetter", "DeadLetterFile", "ErrorBudget", "read_dead_letters"]
 
@@ -81,16 +77,15 @@ class ErrorBudget(BaseModel):
 class DeadLetterFile:
     """A stage's dead letters as JSON Lines, appended as they arrive, counted and hashed.
 
-    On an object store (no appends) they are kept in a local temporary file and uploaded at
-    close, under this attempt's own name, which the manifest then lists.
+    The file is named for this attempt where attempts share the stage's folder (an object
+    store: `dead_letters-<hex>.jsonl`, which the manifest then names). Locally readers see the
+    letters as they arrive; an object store, which has no appends, gets them whole at close.
     """
 
     def __init__(self, folder: Folder) -> None:
         self.folder = folder
-        self.name = DEAD_LETTERS if isinstance(folder, Path) \
-            else f"dead_letters-{uuid.uuid4().hex[:8]}.jsonl"
-        self.path = folder / DEAD_LETTERS if isinstance(folder, Path) \
-            else Path(tempfile.mkdtemp(prefix="seqline-dead-")) / DEAD_LETTERS
+        self.storage = storage_of(folder)
+        self.name = self.storage.attempt_name(DEAD_LETTERS)
         self.count = 0
         self.first: DeadLetter | None = None
         self._sha = hashlib.sha256()
@@ -99,7 +94,8 @@ class DeadLetterFile:
     def add(self, letters: Iterable[DeadLetter]) -> None:
         for letter in letters:
             if self._file is None:
-                self._file = open(self.path, "w")  # noqa: SIM115 - closed in close()
+                # closed in close()
+                self._file = self.storage.open(self.folder / self.name, "w")
             line = json.dumps(asdict(letter), sort_keys=True) + "\n"
             self._file.write(line)
             self._sha.update(line.encode())
@@ -111,9 +107,6 @@ class DeadLetterFile:
         if self._file is None:
             return None
         self._file.close()
-        if isinstance(self.folder, Location):
-            (self.folder / self.name).write_bytes(self.path.read_bytes())
-            shutil.rmtree(self.path.parent, ignore_errors=True)
         return {"path": self.name, "count": self.count, "sha256": self._sha.hexdigest()}
 
 

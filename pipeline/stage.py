@@ -32,7 +32,7 @@ BatchFn = Callable[[pa.RecordBatch], pa.RecordBatch]
 # is tried again (`retry_user_errors`): a flaky service gets a moment to recover.
 USER_RETRY_BACKOFF_SECONDS = 0.5
 # Writes a block's output where the stage keeps it; returns the batch as stored and a
-# description of the shard (None when nothing was written). See components/tfrecords.py.
+# description of the shard (None when nothing was written). See pipeline/tfrecord/.
 ShardWriter = Callable[[int, pa.RecordBatch], tuple[pa.RecordBatch, dict | None]]
 
 

@@ -1,21 +1,25 @@
-"""Where artifacts live: a local folder, or any fsspec URL (s3://, gs://, abfs://, ...).
+"""Where artifacts live: one interface over a local folder and any fsspec URL (s3://, gs://, ...).
 
-The artifact root is either a `pathlib.Path` (a local folder, the default: everything stays as
-it was, plain files and an atomic folder rename for a commit) or a `Location`: an fsspec
-filesystem and a path on it, with the small part of Path's surface the artifact code uses
-(`/`, `name`, `parent`, `exists`, `read_text`, `write_text`, `open`, `iterdir`). Code that
-reads or writes artifacts takes a `Folder` (either one) and never asks which, except where an
-object store needs another protocol (artifacts.py: the manifest, written last, is the commit).
+A place is a `Folder`: a `pathlib.Path` on this machine, or a `Location` (an fsspec filesystem
+and a path on it) with the same small part of Path's surface: `/`, `name`, `parent`,
+`exists`, `read_bytes`/`read_text`, `write_bytes`/`write_text`, `open`. Everything else that
+artifact code does with a place goes through a `Storage`, chosen once from the place's URL
+(as Beam's `FileSystems` chooses a `FileSystem` by scheme; a path or file:// is local, as
+Kedro treats local files as the `file` protocol). This module is the only one that asks
+which kind of place it has.
 
-    root = open_root("s3://bucket/prefix")     # a Location ("runs" would give a Path)
-    (root / "runs" / run_id / "run.json").write_text(...)   # one PUT
-    folder("s3://bucket/prefix/runs/x/ingest") # back from a URL stored in the run store
-    fspath(stage_dir)                          # what a worker gets: a path or a URL
+    root = open_root("s3://bucket/prefix")        # a Location ("runs" would give a Path)
+    storage = storage_of(root)                     # ObjectStorage (LocalStorage for a Path)
+    write_json(root / "runs" / run_id / "run.json", record)   # one PUT; locally a rename
+    folder("s3://bucket/prefix/runs/x/ingest")    # back from a URL stored in the run store
+    fspath(stage_dir)                             # what a worker gets: a path or a URL
 
-A Location adds what an object store needs: `files()` (every object under it, with sizes),
-`remove()`, `put_folder()` (a driver stage's local staging folder, uploaded at commit) and
-`copy_to()` (server-side copies, for the cache); `local_copy()` downloads for libraries that
-read only local files (Keras).
+A stage commits the same way on every storage (Beam's `io/filebasedsink.py`): its attempt
+writes into `begin_stage(final)`, the manifest last, then `commit_stage` makes it the stage's
+folder. Locally the attempt's folder is a hidden temporary one and the commit an atomic
+rename; an object store has no rename (a copy of every byte), so there the attempt writes
+into the final prefix under names of its own (`attempt_name`) and the manifest's one PUT is
+the commit.
 
 Credentials are never part of a Location: fsspec finds them where the SDKs do (environment,
 config files, instance roles); a URL that carries `user:secret@` is refused, so that no secret
@@ -24,25 +28,25 @@ reaches a manifest, run.json, the run store, a log or a page.
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import re
-import shutil
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 from urllib.parse import urlsplit
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.errors import ConfigError, InternalError
 
-__all__ = ["Folder", "Location", "folder", "fspath", "is_remote", "local_copy", "open_root",
-           "remove", "staged_files", "write_atomically"]
+__all__ = ["Folder", "Location", "Storage", "folder", "fspath", "is_remote", "open_root",
+           "scratch", "seqline_home", "slug", "storage_of", "write_atomically", "write_json"]
 
 
 @dataclass(frozen=True)
@@ -51,21 +55,9 @@ class Location:
 
     fs: Any  # fsspec.AbstractFileSystem (untyped)
     path: str
-    # A local folder for the hidden entries (".name") of this folder: working state of an
-    # attempt that is never an artifact (train's BackupAndRestore folder) and that libraries
-    # write with local-file APIs; see `with_scratch`.
-    scratch: Path | None = None
 
     def __truediv__(self, name: str) -> Location:
-        if self.scratch is not None and str(name).startswith("."):
-            return self.scratch / name  # type: ignore[return-value]  # a local Path
         return Location(self.fs, posixpath.join(self.path, str(name)))
-
-    def with_scratch(self) -> Location:
-        """This folder, with its hidden entries in a local folder named after its URL, under
-        $SEQLINE_HOME/scratch (~/.seqline): the same one for a resumed run on this machine."""
-        home = Path(os.environ.get("SEQLINE_HOME") or Path.home() / ".seqline")
-        return Location(self.fs, self.path, home / "scratch" / slug(self.url))
 
     def __str__(self) -> str:
         return self.url
@@ -113,73 +105,135 @@ class Location:
     def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
         """Object stores have no folders; a prefix exists once an object is under it."""
 
-    def iterdir(self) -> Iterator[Location]:
-        """What is directly under this folder (nothing if it does not exist)."""
-        try:
-            names = self.fs.ls(self.path, detail=False, refresh=True)
-        except FileNotFoundError:
-            return
-        for name in sorted(names):
-            yield Location(self.fs, str(name).rstrip("/"))
-
-    def files(self) -> dict[str, int]:
-        """Every object under this folder, by path relative to it, with its size."""
-        self.fs.invalidate_cache(self.path)  # another process may have written meanwhile
-        try:
-            found = self.fs.find(self.path, detail=True)
-        except FileNotFoundError:
-            return {}
-        base = self.path.rstrip("/") + "/"
-        return {str(p)[len(base):]: int(info.get("size") or 0) for p, info in found.items()
-                if str(p).startswith(base) and info.get("type") != "directory"}
-
-    def remove(self) -> None:
-        """This folder and everything under it (nothing if it does not exist)."""
-        self.remove_files(list(self.files()))
-
-    def remove_files(self, names: list[str]) -> None:
-        """The objects `names` (paths relative to this folder), in one batch request."""
-        if names:
-            self.fs.rm([posixpath.join(self.path, name) for name in names])
-        self.fs.invalidate_cache(self.path)
-
-    def put_folder(self, local: Path) -> dict[str, int]:
-        """Upload a local folder's files under this one; returns their paths and sizes."""
-        sizes = staged_files(local)
-        for name in sizes:
-            self.fs.put_file(str(local / name), posixpath.join(self.path, name))
-        return sizes
-
-    def copy_to(self, target: Location, names: list[str]) -> None:
-        """Server-side copies of `names` (relative paths) into `target`: no bytes via us."""
-        for name in names:
-            self.fs.copy(posixpath.join(self.path, name), posixpath.join(target.path, name))
-
 
 Folder = Path | Location
 
 
-@contextmanager
-def local_copy(place: Folder) -> Iterator[Path]:
-    """A local path holding `place` (a file or folder): itself if local, else a download
-    into a temporary folder, removed afterwards (for libraries that read only local files)."""
-    if isinstance(place, Path):
-        yield place
-        return
-    with tempfile.TemporaryDirectory(prefix="seqline-") as tmp:
-        target = Path(tmp) / place.name
-        place.fs.get(place.path, str(target), recursive=place.is_dir())
-        yield target
+class Storage(Protocol):
+    """What artifact code does with places, whatever holds them (Beam's `FileSystem`)."""
+
+    def entries(self, place: Folder) -> list[Folder]:
+        """What is directly under the folder `place`, by name (nothing if it does not exist)."""
+
+    def files(self, place: Folder) -> dict[str, int]:
+        """Every file under `place`, by posix path relative to it, with its size."""
+
+    def open(self, place: Folder, mode: str = "rb", block_size: int | None = None) -> IO[Any]:
+        """A file. On an object store, with no cached listing (other processes write there);
+        read whole in one GET unless `block_size` asks for requests of that size (a page of a
+        large file); written locally and PUT whole at close (no appends there)."""
+
+    def modified(self, place: Folder) -> datetime:
+        """When the file `place` was last written (now, where the store cannot say)."""
+
+    def write_atomically(self, place: Folder, data: str | bytes | memoryview,
+                         durable: bool = False) -> None:
+        """Replace a file whole: readers see the old bytes or the new, never a part.
+        `durable`: on disk before it has its name (a manifest will vouch for it)."""
+
+    def remove(self, place: Folder, names: Iterable[str] | None = None) -> None:
+        """The folder `place` and all under it, or only the files `names` (relative) in it."""
+
+    def local_copy(self, place: Folder) -> AbstractContextManager[Path]:
+        """A local path holding `place` (a file or folder), for libraries that read only
+        local files: itself, or a download removed afterwards."""
+
+    def on_disk(self, place: Folder) -> Path | None:
+        """`place` as a path on this machine, or None: an object store holds no file that is
+        appended line by line or opened as a database."""
+
+    def inside(self, root: Folder, *parts: str) -> Folder | None:
+        """`root/parts…`, or None when that leaves `root` (`..`, a symlink out, an empty
+        key segment)."""
+
+    def attempt_name(self, name: str) -> str:
+        """The name a stage attempt writes `name` under: its own where attempts share the
+        stage's folder (an object store), so that a retry never replaces another's file."""
+
+    def begin_stage(self, final: Folder) -> Folder:
+        """Where an attempt at the stage folder `final` writes, emptied of earlier attempts."""
+
+    def local_work(self, work: Folder) -> Path:
+        """A local folder for a driver stage's files (TensorFlow writes only local files):
+        `work` itself, or a temporary folder that `upload` puts into it at commit."""
+
+    def upload(self, local: Path, work: Folder) -> dict[str, int] | None:
+        """`local_work`'s files into `work`: their paths and sizes, or None if they are in
+        place already; the temporary folder is removed."""
+
+    def commit_stage(self, work: Folder, final: Folder) -> None:
+        """Make the attempt `work`, its manifest written last, the committed `final`."""
+
+    def committed_files(self, place: Folder, listed: Iterable[str],
+                        uploaded: Collection[str]) -> dict[str, str | None]:
+        """The files of a committed stage folder that its commit vouches for, in checksum
+        order, each with a tag the store computed for it (`uploaded` ones) or None (hash it).
+
+        `listed`: what its manifest lists, the manifest included. An object store may hold
+        an abandoned attempt's objects beside them; a local folder, renamed into place
+        whole, holds nothing else, so all of its files count.
+        """
+
+    def copy_stage(self, source: Folder, target: Folder, names: list[str]) -> None:
+        """The committed stage folder `source` as `target`, without passing its bytes through
+        here: `names` are the files its manifest vouches for, the manifest last."""
 
 
-def staged_files(local: Path) -> dict[str, int]:
-    """A local folder's files (relative posix paths) and their sizes, sorted."""
-    return {p.relative_to(local).as_posix(): p.stat().st_size
-            for p in sorted(local.rglob("*")) if p.is_file()}
+def storage_of(place: Folder | str) -> Storage:
+    """The storage that holds `place`: local for a path or a file:// URL, else fsspec's.
+
+    Example: storage_of(Path("runs")) -> LocalStorage; storage_of("s3://b/root") ->
+    ObjectStorage; storage_of("file:///tmp/root") -> LocalStorage.
+    """
+    # Late: the implementations import this module's places.
+    from seqline.pipeline.local_storage import LocalStorage
+    from seqline.pipeline.object_storage import ObjectStorage
+
+    place = folder(place) if isinstance(place, str) else place
+    return LocalStorage() if isinstance(place, Path) else ObjectStorage()  # stateless
+
+
+def on_this_disk(place: Folder) -> Path:
+    """`place` as the Path it is (for LocalStorage's own use: it was chosen for a Path)."""
+    if not isinstance(place, Path):
+        raise InternalError(f"{place} was handed to the local storage")
+    return place
+
+
+def on_object_store(place: Folder) -> Location:
+    """`place` as the Location it is (for ObjectStorage's own use)."""
+    if not isinstance(place, Location):
+        raise InternalError(f"{place} was handed to an object store's storage")
+    return place
+
+
+def write_atomically(place: Folder, text: str) -> None:
+    """Replace a small file whole: readers see the old text or the new, never a part."""
+    storage_of(place).write_atomically(place, text)
+
+
+def write_json(place: Folder, value: Any, *, sort_keys: bool = True,
+               durable: bool = False) -> None:
+    """`value` as indented JSON, replacing the file whole (run.json, verify.json, manifests)."""
+    storage_of(place).write_atomically(
+        place, json.dumps(value, indent=2, sort_keys=sort_keys), durable=durable)
+
+
+def seqline_home() -> Path:
+    """seqline's own folder on this machine: $SEQLINE_HOME, else ~/.seqline."""
+    return Path(os.environ.get("SEQLINE_HOME") or Path.home() / ".seqline")
+
+
+def scratch(run: Folder) -> Path:
+    """A local folder for a run's working state that is never an artifact and that libraries
+    write with local-file APIs (train's BackupAndRestore folder, as `.name` entries): the
+    run's own folder on a local root, else $SEQLINE_HOME/scratch/<its URL as a name>, the
+    same one for a resumed run on this machine."""
+    return storage_of(run).on_disk(run) or seqline_home() / "scratch" / slug(fspath(run))
 
 
 def is_remote(place: Folder | str) -> bool:
-    return isinstance(place, Location) or (isinstance(place, str) and _scheme(place) != "")
+    return storage_of(place).on_disk(folder(place) if isinstance(place, str) else place) is None
 
 
 def folder(text: str | Path) -> Folder:
@@ -199,10 +253,8 @@ def open_root(text: str | Folder) -> Folder:
         ConfigError: a URL with credentials in it, a scheme fsspec does not know, one whose
             package is not installed, or a bucket that cannot be reached.
     """
-    if isinstance(text, Location):
-        return text
-    if isinstance(text, Path) or not _scheme(text):
-        return Path(text)
+    if not isinstance(text, str) or not _scheme(text):
+        return Path(text) if isinstance(text, str) else text
     parts = urlsplit(text)
     if "@" in parts.netloc:
         raise ConfigError(
@@ -220,18 +272,22 @@ def open_root(text: str | Folder) -> Folder:
                           "`pip install gcsfs` for gs://).") from None
     root = folder(text)
     if isinstance(root, Location):
-        bucket = root.path.split("/", 1)[0]
-        try:
-            reachable = root.fs.exists(bucket)
-        except Exception as exc:  # noqa: BLE001 - any SDK error means the same to the user
-            raise ConfigError(f"--root {text}: cannot reach {parts.scheme}://{bucket}: "
-                              f"{type(exc).__name__}: {str(exc).splitlines()[0]}. Check the "
-                              "URL, the network and the credentials.") from None
-        if not reachable:
-            raise ConfigError(f"--root {text}: bucket {parts.scheme}://{bucket} does not "
-                              "exist or is not visible with these credentials. Create it or "
-                              "check the URL and the credentials.")
+        _check_bucket(root, text)
     return root
+
+
+def _check_bucket(root: Location, text: str) -> None:
+    scheme, bucket = urlsplit(text).scheme, root.path.split("/", 1)[0]
+    try:
+        reachable = root.fs.exists(bucket)
+    except Exception as exc:  # noqa: BLE001 - any SDK error means the same to the user
+        raise ConfigError(f"--root {text}: cannot reach {scheme}://{bucket}: "
+                          f"{type(exc).__name__}: {str(exc).splitlines()[0]}. Check the "
+                          "URL, the network and the credentials.") from None
+    if not reachable:
+        raise ConfigError(f"--root {text}: bucket {scheme}://{bucket} does not exist or is "
+                          "not visible with these credentials. Create it or check the URL "
+                          "and the credentials.")
 
 
 def _scheme(text: str) -> str:
@@ -247,26 +303,4 @@ def slug(url: str) -> str:
 
 def fspath(place: Folder) -> str:
     """The text a worker gets for a folder: a local path or a URL."""
-    return os.fspath(place) if isinstance(place, Path) else place.url
-
-
-def write_atomically(place: Folder, text: str) -> None:
-    """Replace a small file whole: readers see the old text or the new, never a part.
-
-    Locally through a temporary file renamed into place; on an object store one PUT
-    replaces the object whole already.
-    """
-    if isinstance(place, Location):
-        place.write_text(text)
-        return
-    tmp = place.with_name(place.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(place)
-
-
-def remove(place: Folder) -> None:
-    """A folder and everything under it (a local tree, or every object under a prefix)."""
-    if isinstance(place, Location):
-        place.remove()
-    else:
-        shutil.rmtree(place)
+    return place.url if isinstance(place, Location) else os.fspath(place)

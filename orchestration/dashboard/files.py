@@ -3,9 +3,9 @@
 The rule: a run id and a stage name from a URL are first looked up in the run store (the
 caller does that); only then is `ROOT/runs/<run>/<stage>/<file>` opened, and only if its
 resolved path (symlinks followed) is still inside the root. Nothing is unpickled: JSON only.
-On an object-store root (a URL or a storage.Location) there are no symlinks: a part that is
-empty, absolute, `.` or `..` is refused, and the object is read through fsspec (the same
-code as a local file: one read, no listing; the manifest names a stage's dead letters).
+On an object-store root there are no symlinks: a part that is empty, absolute, `.` or `..` is
+refused (storage.py's `inside`), and the object is read through the same code as a local
+file: one read, no listing; the manifest names a stage's dead letters.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from seqline.pipeline.artifacts import MANIFEST, VERDICT
 from seqline.pipeline.deadletters import DEAD_LETTERS
-from seqline.pipeline.storage import Folder, Location, folder
+from seqline.pipeline.storage import Folder, folder, storage_of
 
 __all__ = ["PAGE_SIZE", "dead_letters_page", "inside_root", "manifest_of", "shards_page",
            "verify_of"]
@@ -35,7 +35,7 @@ def inside_root(root: Folder | str, *parts: str) -> Folder | None:
     """`root/parts…` resolved, or None when that leaves the root (`..`, a symlink out).
 
     Args:
-        root: the artifact root: a local folder, or a Location (or URL) on an object store.
+        root: the artifact root: a local folder, or a URL or folder on an object store.
         parts: path parts, each already known to the store (a run id, a stage name, a file);
             a stage named `a/b` is the nested folder seqline wrote for it.
 
@@ -47,17 +47,7 @@ def inside_root(root: Folder | str, *parts: str) -> Folder | None:
     if any(not p or "\0" in p or Path(p).is_absolute() for p in parts):
         return None
     place = folder(root) if isinstance(root, str) else root
-    if isinstance(place, Location):
-        # Keys have no symlinks, but fsspec and some stores normalise `..` and `.`, and an
-        # empty segment (`a//b`) is another key than the one seqline wrote: refuse them all.
-        if any(seg in ("", ".", "..") for p in parts for seg in p.split("/")):
-            return None
-        for part in parts:
-            place = place / part
-        return place
-    base = place.resolve()
-    path = base.joinpath(*parts).resolve()  # follows symlinks: a link out of the root fails
-    return path if path.is_relative_to(base) else None
+    return storage_of(place).inside(place, *parts)
 
 
 def manifest_of(root: Folder | str, run_id: str, stage: str) -> dict[str, Any] | None:
@@ -91,10 +81,7 @@ def _open(path: Folder) -> IO[bytes]:
     """`path` for reading bytes; on an object store without a cached listing (other
     processes write there) and in small blocks (a page needs a few KB, not fsspec's
     default of tens of MB read ahead)."""
-    if isinstance(path, Path):
-        return path.open("rb")
-    path.fs.invalidate_cache(path.path)
-    return path.fs.open(path.path, "rb", block_size=READ_BLOCK_BYTES)  # type: ignore[no-any-return]
+    return storage_of(path).open(path, "rb", block_size=READ_BLOCK_BYTES)
 
 
 def shards_page(manifest: dict[str, Any] | None, page: int) -> dict[str, Any]:

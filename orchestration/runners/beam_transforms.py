@@ -10,11 +10,11 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 from fsspec.core import url_to_fs
-from fsspec.implementations.local import LocalFileSystem
 
 from seqline.orchestration.runners.base import poisoned
 from seqline.pipeline.blocks import Block, batch_from_ipc, batch_to_ipc
 from seqline.pipeline.stage import BlockResult, MapTask
+from seqline.pipeline.storage import folder, storage_of
 
 __all__ = ["MarkDone", "ReadBlocks", "SeqlineMap", "block_name", "done_name", "put", "read_result",
            "result_name"]
@@ -37,19 +37,12 @@ def done_name(index: int) -> str:
 def put(url: str, data: bytes | pa.Buffer) -> None:
     """Write `data` at `url` so that a reader sees all of it or nothing.
 
-    An object store's upload (a PUT, or a multipart upload completed at close) is already
+    An object store's upload (one PUT) is already
     all-or-nothing; a local file is written under a temporary name and renamed, so a worker
     killed mid-write leaves no half result.
     """
-    fs, path = url_to_fs(url)
-    if not isinstance(fs, LocalFileSystem):
-        with fs.open(path, "wb") as f:
-            f.write(memoryview(data))
-        return
-    partial = f"{os.path.dirname(path)}/.{os.path.basename(path)}.tmp-{os.getpid()}"
-    with open(partial, "wb") as f:
-        f.write(memoryview(data))
-    os.replace(partial, path)
+    place = folder(url)
+    storage_of(place).write_atomically(place, memoryview(data))
 
 
 def read_result(url: str) -> BlockResult:

@@ -33,7 +33,7 @@ __all__ = ["LocalRunner"]
 
 # Imported once by the fork server, so each worker starts with them loaded (tfx-bsl's coders
 # take about 1 s and 230 MB to import) instead of importing them on its first block.
-PRELOAD = ["seqline.pipeline.stage", "pyarrow", "seqline.components.tfrecords",
+PRELOAD = ["seqline.pipeline.stage", "pyarrow", "seqline.pipeline.tfrecord",
            "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from typing import Protocol
 
 from seqline.pipeline.artifacts import check_run_id
 from seqline.pipeline.errors import ConfigError
-from seqline.pipeline.storage import Folder, fspath, slug
+from seqline.pipeline.storage import Folder, fspath, seqline_home, slug, storage_of
 
 __all__ = ["LaunchRequest", "Launcher", "ProcessLauncher", "logs_folder", "root_text",
            "seqline_executable"]
@@ -56,7 +55,7 @@ def seqline_executable() -> str:
 def root_text(root: Folder) -> str:
     """`--root` for a run started elsewhere: an absolute path (the run's working folder may
     differ), or the URL of an object-store root as it is."""
-    return str(root.resolve()) if isinstance(root, Path) else fspath(root)
+    return fspath(root.resolve())
 
 
 def logs_folder(root: Folder, logs: Path | None) -> Path:
@@ -68,10 +67,8 @@ def logs_folder(root: Folder, logs: Path | None) -> Path:
     """
     if logs is not None:
         return logs.resolve()
-    if isinstance(root, Path):
-        return (root / "logs").resolve()
-    home = Path(os.environ.get("SEQLINE_HOME") or Path.home() / ".seqline")
-    return (home / "logs" / slug(fspath(root))).resolve()
+    local = storage_of(root).on_disk(root)
+    return (local / "logs" if local else seqline_home() / "logs" / slug(fspath(root))).resolve()
 
 
 class ProcessLauncher:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, insert
@@ -21,7 +20,7 @@ from seqline.orchestration.store.tables import (
     stage_runs,
 )
 from seqline.pipeline.artifacts import MANIFEST
-from seqline.pipeline.storage import Folder, Location
+from seqline.pipeline.storage import Folder, storage_of
 
 __all__ = ["index_runs"]
 
@@ -41,8 +40,8 @@ def index_runs(engine: Engine, root: Folder) -> int:
     """
     added = 0
     runs_dir = root / "runs"
-    records = sorted(runs_dir.glob("*/run.json")) if isinstance(runs_dir, Path) \
-        else [f for f in (d / "run.json" for d in runs_dir.iterdir()) if f.exists()]
+    records = [f for f in (d / "run.json" for d in storage_of(runs_dir).entries(runs_dir))
+               if f.exists()]
     for record_file in records:
         with writing(engine) as conn:  # one run, one transaction: a bad folder spoils only it
             added += _index_run(conn, record_file.parent, json.loads(record_file.read_text()))
@@ -68,8 +67,8 @@ def _index_run(conn: Connection, folder: Folder, record: dict[str, Any]) -> int:
     added = insert_ignoring(conn, runs, ["run_id"]).values(**row).returning(runs.c.run_id)
     if conn.execute(added).first() is None:  # the store has it already
         return 0
-    stages = [(d, json.loads((d / MANIFEST).read_text())) for d in folder.iterdir()
-              if (d / MANIFEST).is_file()]
+    stages = [(d, json.loads((d / MANIFEST).read_text()))
+              for d in storage_of(folder).entries(folder) if (d / MANIFEST).is_file()]
     # What the run's plan did with each stage, and why, in plan order (the live run's rows'
     # order; a run from before the plan was recorded: by start).
     planned = {step["stage"]: step for step in record.get("plan") or []}
@@ -155,13 +154,8 @@ def _unix(seconds: float | None) -> datetime | None:
 
 
 def _files(folder: Folder) -> list[Folder]:
-    if isinstance(folder, Path):
-        return list(folder.rglob("*"))
-    return [folder / name for name in folder.files()]
+    return [folder / name for name in storage_of(folder).files(folder)]
 
 
 def _mtime(path: Folder) -> datetime:
-    if isinstance(path, Location):  # S3's LastModified; a store without one: now
-        modified = path.fs.info(path.path).get("LastModified")
-        return modified if isinstance(modified, datetime) else datetime.now(UTC)
-    return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    return storage_of(path).modified(path)

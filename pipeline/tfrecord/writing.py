@@ -5,22 +5,19 @@ place at commit) or an fsspec URL (the stage's final prefix on an object store).
 store every attempt writes its own object, `shard-<block>-<attempt>.tfrecord.gz`, in one PUT:
 a retried block never overwrites what another attempt wrote, a worker killed mid-write leaves
 no object or a whole one that no manifest lists, and only the shard the driver puts in the
-committed manifest is ever read (artifacts.py).
+committed manifest is ever read (pipeline/artifacts.py, pipeline/storage.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import uuid
 import zlib
-from pathlib import Path
-from typing import Any
 
-import fsspec
 import pyarrow as pa
 
-from seqline.components.tfrecords import encode, frame, normalize
+from seqline.pipeline.storage import folder, storage_of
+from seqline.pipeline.tfrecord.coding import encode, normalize
+from seqline.pipeline.tfrecord.framing import frame
 
 __all__ = ["ShardSink"]
 
@@ -34,7 +31,6 @@ class ShardSink:
 
     def __init__(self, folder: str, compression: str = "gzip", level: int = 6) -> None:
         self.folder, self.compression, self.level = folder, compression, level
-        self.remote = "://" in folder and not folder.startswith("file://")
 
     def __call__(self, index: int, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict | None]:
         batch = normalize(batch)
@@ -46,37 +42,12 @@ class ShardSink:
             # zlib level 6 is tf.io.TFRecordWriter's GZIP default; wbits 31 = gzip container.
             deflate = zlib.compressobj(self.level, zlib.DEFLATED, zlib.MAX_WBITS | 16)
             data = deflate.compress(data) + deflate.flush()
-        if self.remote:
-            name = f"shard-{index:06d}-{uuid.uuid4().hex[:8]}{suffix}"
-            _put(f"{self.folder.rstrip('/')}/{name}", data)
-        else:
-            name = f"shard-{index:06d}{suffix}"
-            _write_local(Path(self.folder) / name, data)
+        place = folder(self.folder)  # fsspec keeps its clients: a worker opens one once
+        storage = storage_of(place)
+        name = storage.attempt_name(f"shard-{index:06d}{suffix}")
+        # durable: the manifest that lists this shard is committed after it
+        storage.write_atomically(place / name, data, durable=True)
         seq = batch.column("__seq__")
         return batch, {"path": name, "records": batch.num_rows, "bytes": len(data),
                        "sha256": hashlib.sha256(data).hexdigest(),
                        "seq_first": seq[0].as_py(), "seq_last": seq[-1].as_py()}
-
-
-def _put(url: str, data: bytes) -> None:
-    """One object, whole: fsspec instances are cached, so a worker opens its client once."""
-    fs: Any
-    fs, path = fsspec.core.url_to_fs(url)
-    fs.pipe_file(path, data)
-
-
-def _write_local(final: Path, data: bytes) -> None:
-    # Written under this attempt's own name, then renamed: a worker killed mid-write
-    # leaves a temporary file no manifest lists, never a shard with a shard's name.
-    partial = final.with_name(f".{final.name}.tmp-{os.getpid()}")
-    try:
-        with open(partial, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())  # the manifest that lists this shard is committed after it
-        os.replace(partial, final)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        if exc.filename is None:  # write() and fsync() do not say which file: we do
-            raise OSError(exc.errno, exc.strerror, str(partial)) from exc
-        raise

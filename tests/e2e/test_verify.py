@@ -10,8 +10,8 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from seqline.components import tfrecords
 from seqline.orchestration.cli import app
+from seqline.pipeline import tfrecord
 from tests.conftest import USERFNS
 
 PIPELINE = """\
@@ -58,8 +58,8 @@ def _rewrite_shard(root, stage, index, edit_records):
     stage_dir = root / "runs/r" / stage
     manifest = json.loads((stage_dir / "manifest.json").read_text())
     shard = manifest["shards"][index]
-    records = edit_records(tfrecords.read_shard(stage_dir / shard["path"], "gzip"))
-    data = gzip.compress(tfrecords.frame(records), mtime=0)
+    records = edit_records(tfrecord.read_shard(stage_dir / shard["path"], "gzip"))
+    data = gzip.compress(tfrecord.frame(records), mtime=0)
     (stage_dir / shard["path"]).write_bytes(data)
     shard["bytes"], shard["sha256"] = len(data), hashlib.sha256(data).hexdigest()
     (stage_dir / "manifest.json").write_text(json.dumps(manifest))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from seqline.components import tfrecords
+from seqline.pipeline import tfrecord
 
 GOLDEN = Path(__file__).with_name("tiny.tfrecord")
 
@@ -24,7 +24,7 @@ def tiny_batch() -> pa.RecordBatch:
 
 
 def golden_bytes() -> bytes:
-    return tfrecords.frame(tfrecords.encode(tfrecords.normalize(tiny_batch())))
+    return tfrecord.frame(tfrecord.encode(tfrecord.normalize(tiny_batch())))
 
 
 if __name__ == "__main__":

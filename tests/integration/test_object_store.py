@@ -6,6 +6,7 @@ FnApiRunner; the shards, manifests' checksums and batching's plan must equal tho
 run on a local root. Faults: a stage that fails, a worker killed on every attempt, objects an
 abandoned or zombie attempt left behind: none of them is ever trusted by a reader, `verify`,
 resume or the cache (pipeline/artifacts.py: the manifest, written last, is the commit).
+The artifact protocol itself runs on a local root and on S3 alike in test_storage.py.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ import pytest
 from typer.testing import CliRunner
 
 from seqline.components import COMPONENTS
-from seqline.components.tfrecords import read_artifact
 from seqline.orchestration.api import execute, run_pipeline
 from seqline.orchestration.cli import app
 from seqline.orchestration.runners import make_runner
 from seqline.orchestration.verify import verify_run
-from seqline.pipeline.artifacts import MANIFEST, StageArtifact, read_manifest
+from seqline.pipeline.artifacts import MANIFEST, read_manifest
 from seqline.pipeline.config import load_pipeline, parse_pipeline
-from seqline.pipeline.storage import Location, open_root
+from seqline.pipeline.storage import Folder, fspath, open_root, storage_of
+from seqline.pipeline.tfrecord import read_artifact
 from tests.conftest import REPO, USERFNS
 from tests.s3 import s3_root, s3_server  # noqa: F401  (fixtures)
 
@@ -73,7 +74,7 @@ def local_reference(tmp_path_factory):
 @pytest.mark.parametrize("runner", list(RUNNERS))
 def test_data_stages_on_s3_equal_a_local_root_byte_for_byte(local_reference, s3_root, runner):  # noqa: F811
     root = open_root(s3_root)
-    assert isinstance(root, Location)
+    assert fspath(root).startswith("s3://")
     with make_runner(runner, workers=2, **RUNNERS[runner]) as engine:
         run_pipeline(_example(), engine, root, "s3run")
     stored = {s: _stored(root / "runs" / "s3run" / s) for s in DATA_STAGES}
@@ -108,11 +109,11 @@ def numbers(tmp_path):
     return path
 
 
-def _objects(root: Location, *parts: str) -> list[str]:
+def _objects(root: Folder, *parts: str) -> list[str]:
     place = root
     for part in parts:
         place = place / part
-    return sorted(place.files())
+    return sorted(storage_of(place).files(place))
 
 
 def test_a_worker_killed_on_every_attempt_leaves_nothing_trusted(s3_root, numbers, tmp_path,  # noqa: F811
@@ -122,7 +123,7 @@ def test_a_worker_killed_on_every_attempt_leaves_nothing_trusted(s3_root, number
     store and resume trust none of them; abandoning the stage removes them."""
     monkeypatch.setenv("SEQLINE_HOME", str(tmp_path / "home"))
     root = open_root(s3_root)
-    assert isinstance(root, Location)
+    assert fspath(root).startswith("s3://")
     failed = execute(_faults(numbers, "die_at", "seq: 550"), root=s3_root, run_id="poisoned",
                      raise_on_error=False, verify=False, workers=2)
     assert failed.status == "failed"
@@ -158,29 +159,13 @@ def test_a_worker_killed_on_every_attempt_leaves_nothing_trusted(s3_root, number
             _stored(tmp_path / "local" / "runs" / "calm" / stage)
 
 
-def test_commit_sweeps_shards_of_attempts_nobody_listed(s3_root):  # noqa: F811
-    """A worker killed after its shard reached the bucket, before its result reached the
-    driver: the block ran again under another name. The commit removes the stray one."""
-    root = open_root(s3_root)
-    artifact = StageArtifact(root, "sweep", "write")
-    for name in ("shard-000000-aaaa0000.tfrecord.gz", "shard-000000-dead0000.tfrecord.gz",
-                 "shard-000001-bbbb0000.tfrecord.gz", "dead_letters.jsonl"):
-        (artifact.path / name).write_bytes(b"x")
-    committed = artifact.commit({"shards": [{"path": "shard-000000-aaaa0000.tfrecord.gz"},
-                                            {"path": "shard-000001-bbbb0000.tfrecord.gz"}],
-                                 "dead_letters": {"path": "dead_letters.jsonl"}})
-    assert sorted(committed.files()) == [  # type: ignore[union-attr]
-        "dead_letters.jsonl", MANIFEST, "shard-000000-aaaa0000.tfrecord.gz",
-        "shard-000001-bbbb0000.tfrecord.gz"]
-
-
 def test_resume_after_a_failed_stage_on_s3(s3_root, numbers, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("SEQLINE_HOME", str(tmp_path / "home"))
     failed = execute(_faults(numbers, "boom_at", "seq: 420"), root=s3_root, run_id="again",
                      raise_on_error=False, verify=False)
     assert failed.status == "failed"
     root = open_root(s3_root)
-    assert isinstance(root, Location)
+    assert fspath(root).startswith("s3://")
     before = read_manifest(root / "runs" / "again" / "write")
     resumed = execute(_faults(numbers, "double"), root=s3_root, run_id="again", resume=True)
     assert resumed.verified
@@ -198,7 +183,7 @@ def test_cache_hit_on_s3_copies_server_side(s3_root, numbers, tmp_path, monkeypa
         [r.cached_from for r in second.stages] == ["first", "first", "first"]
     assert second.verified and first.verified
     root = open_root(s3_root)
-    assert isinstance(root, Location)
+    assert fspath(root).startswith("s3://")
     for stage in ("write", "features"):
         assert _stored(root / "runs" / "second" / stage) == \
             _stored(root / "runs" / "first" / stage)
@@ -213,10 +198,10 @@ def test_train_and_evaluate_reach_the_root(s3_root, tmp_path, monkeypatch):  # n
     result = execute(_example(6, epochs=1), root=s3_root, run_id="full")
     assert result.verified
     root = open_root(s3_root)
-    assert isinstance(root, Location)
+    assert fspath(root).startswith("s3://")
     model = read_manifest(root / "runs" / "full" / "model")
     assert "model.keras" in model["uploaded"]
-    stored = (root / "runs" / "full" / "model").files()
+    stored = storage_of(root).files(root / "runs" / "full" / "model")
     assert all(stored[name] == size for name, size in model["uploaded"].items())
     evaluation = read_manifest(root / "runs" / "full" / "evaluation")
     assert set(evaluation["metrics"]) == {"mae", "rmse"}

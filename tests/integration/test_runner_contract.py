@@ -14,9 +14,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from seqline.components import preprocess, tfrecords
+from seqline.components import preprocess
 from seqline.components import stage as new_stage
 from seqline.orchestration.events import Occupancy
+from seqline.pipeline import tfrecord
 from seqline.pipeline.blocks import SEQ, to_blocks
 from seqline.pipeline.errors import StageError
 from tests.conftest import USERFNS
@@ -59,7 +60,7 @@ def test_runner_workers_write_shards_that_read_back_in_seq_order(runner_factory,
         "fn": "latency:skewed", "fn_kwargs": {"base_ms": 3, "seed": 11}}), USERFNS, tmp_path)
     results, _ = _collect(runner_factory(workers=2), task, _blocks(3000, 50))
     schema = results[0].batch.schema
-    stored = [tfrecords.decode(tfrecords.read_shard(tmp_path / r.shard["path"], "gzip"), schema)
+    stored = [tfrecord.decode(tfrecord.read_shard(tmp_path / r.shard["path"], "gzip"), schema)
               for r in results]
     assert np.array_equal(np.concatenate([b.column(SEQ).to_numpy() for b in stored]),
                           np.arange(3000))

@@ -12,10 +12,10 @@ from seqline.components import stage as new_stage
 from seqline.components.batching import make_plan
 from seqline.components.examples import Batches, load_batches
 from seqline.components.plan import Plan
-from seqline.components.tfrecords import schema_to_text
 from seqline.components.train import EpochAudit
 from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.specs import StageContext
+from seqline.pipeline.tfrecord import schema_to_text
 
 
 def _plan(**overrides) -> Plan:

@@ -74,7 +74,7 @@ def test_a_shard_read_while_its_stage_commits_is_found_in_the_committed_folder(t
     gap waits for it instead of failing."""
     import time
 
-    from seqline.components.tfrecords import ShardSink, read_fed_shard
+    from seqline.pipeline.tfrecord import ShardSink, read_fed_shard
 
     tmp, final = tmp_path / ".features.tmp-1", tmp_path / "features"
     tmp.mkdir()

@@ -9,8 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seqline.components import ingest, tfrecords
+from seqline.components import ingest
 from seqline.components import stage as new_stage
+from seqline.pipeline import tfrecord
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import StageError
@@ -54,9 +55,9 @@ def test_ingest_reads_fsspec_urls(tmp_path):
 
 
 def test_ingest_reads_tfrecords_of_examples_back_into_columns(tmp_path):
-    batch = tfrecords.normalize(pa.record_batch({"day": [1, 2], "w": ["rain", "sun"],
+    batch = tfrecord.normalize(pa.record_batch({"day": [1, 2], "w": ["rain", "sun"],
                                                  "tags": pa.array([[1], [2, 3]])}))
-    (tmp_path / "x.tfrecord").write_bytes(tfrecords.frame(tfrecords.encode(batch)))
+    (tmp_path / "x.tfrecord").write_bytes(tfrecord.frame(tfrecord.encode(batch)))
     table, _, _ = _read(tmp_path, ["x.tfrecord"], "tfrecord", schema={"w": "string"})
     assert table.column("day").to_pylist() == [1, 2]
     assert table.column("w").to_pylist() == ["rain", "sun"]

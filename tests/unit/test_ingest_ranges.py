@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from seqline.components import ingest, tfrecords
+from seqline.components import ingest
 from seqline.components import stage as new_stage
 from seqline.components.ingest_ranges import (
     _Job,
@@ -25,6 +25,7 @@ from seqline.components.ingest_ranges import (
     plan_ranges,
 )
 from seqline.components.readers import Source
+from seqline.pipeline import tfrecord
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.stage import SourceTask
@@ -162,9 +163,9 @@ def test_a_source_task_that_raises_carries_the_failure_to_the_driver(tmp_path):
 
 def test_tfrecord_and_parquet_files_read_on_workers_equal_driver_ingest(tmp_path):
     for k in range(3):
-        batch = tfrecords.normalize(pa.record_batch({
+        batch = tfrecord.normalize(pa.record_batch({
             "day": np.arange(k * 500, (k + 1) * 500), "w": ["rain", "sun"] * 250}))
-        (tmp_path / f"x{k}.tfrecord").write_bytes(tfrecords.frame(tfrecords.encode(batch)))
+        (tmp_path / f"x{k}.tfrecord").write_bytes(tfrecord.frame(tfrecord.encode(batch)))
         pq.write_table(pa.table({"day": np.arange(k * 900, (k + 1) * 900)}),
                        tmp_path / f"p{k}.parquet", row_group_size=100 + 50 * k)
     for fmt, glob in (("tfrecord", "x*.tfrecord"), ("parquet", "p*.parquet")):

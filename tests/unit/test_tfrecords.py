@@ -9,8 +9,9 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute below
 import pytest
 
-from seqline.components import tfrecords
+from seqline.pipeline import tfrecord
 from seqline.pipeline.blocks import SEQ
+from seqline.pipeline.tfrecord import coding, framing
 from tests.conftest import REPO
 from tests.golden.make_golden import GOLDEN, golden_bytes, tiny_batch
 
@@ -29,17 +30,17 @@ def test_tfrecords_encoding_is_the_same_in_a_fresh_process():
 
 def test_tfrecords_framing_is_byte_identical_to_tensorflows_writer(tmp_path):
     tf = pytest.importorskip("tensorflow")
-    records = tfrecords.encode(tfrecords.normalize(tiny_batch())).to_pylist()
+    records = tfrecord.encode(tfrecord.normalize(tiny_batch())).to_pylist()
     with tf.io.TFRecordWriter(str(tmp_path / "tf.tfrecord")) as writer:
         for record in records:
             writer.write(record)
-    assert (tmp_path / "tf.tfrecord").read_bytes() == tfrecords.frame(records)
+    assert (tmp_path / "tf.tfrecord").read_bytes() == tfrecord.frame(records)
 
 
 def test_tfrecords_tf_data_parses_a_gzip_shard_with_seq_in_order(tmp_path):
     tf = pytest.importorskip("tensorflow")
     batch = pa.record_batch({"x": np.arange(500, dtype=np.float64), SEQ: np.arange(500) + 7})
-    _, shard = tfrecords.ShardSink(str(tmp_path), "gzip")(3, batch)
+    _, shard = tfrecord.ShardSink(str(tmp_path), "gzip")(3, batch)
     assert shard["path"] == "shard-000003.tfrecord.gz"
     assert (shard["records"], shard["seq_first"], shard["seq_last"]) == (500, 7, 506)
     spec = {SEQ: tf.io.FixedLenFeature([], tf.int64), "x": tf.io.FixedLenFeature([], tf.float32)}
@@ -50,27 +51,27 @@ def test_tfrecords_tf_data_parses_a_gzip_shard_with_seq_in_order(tmp_path):
 
 
 def test_tfrecords_round_trip_keeps_every_value_of_a_normalized_batch():
-    batch = tfrecords.normalize(tiny_batch())
+    batch = tfrecord.normalize(tiny_batch())
     assert batch.schema.field("temp").type == pa.float32()  # Example floats are 32-bit
     assert batch.schema.field("day").type == pa.int64()
-    records = tfrecords.encode(batch).to_pylist()
-    assert tfrecords.decode(records, batch.schema).equals(batch)
+    records = tfrecord.encode(batch).to_pylist()
+    assert tfrecord.decode(records, batch.schema).equals(batch)
 
 
 def test_tfrecords_dates_and_timestamps_come_back_as_themselves():
     import datetime as dt
 
-    batch = tfrecords.normalize(pa.record_batch({
+    batch = tfrecord.normalize(pa.record_batch({
         "d": pa.array([dt.date(2012, 1, 1), None]),
         "t": pa.array([dt.datetime(2012, 1, 1, 3, 4, 5), None], pa.timestamp("s")),
     }))
-    assert tfrecords.decode(tfrecords.encode(batch).to_pylist(), batch.schema).equals(batch)
+    assert tfrecord.decode(tfrecord.encode(batch).to_pylist(), batch.schema).equals(batch)
 
 
 def test_tfrecords_refuse_a_type_example_cannot_hold_naming_the_column():
     batch = pa.record_batch({"s": pa.array([{"a": 1}])})
     with pytest.raises(TypeError, match=r"column 's' has type struct.*Convert it in a preprocess"):
-        tfrecords.normalize(batch)
+        tfrecord.normalize(batch)
 
 
 @pytest.mark.parametrize(("damage", "message"), [
@@ -79,26 +80,26 @@ def test_tfrecords_refuse_a_type_example_cannot_hold_naming_the_column():
     (lambda b: b"\x05" + b[1:], r"record 0 at byte 0 has a corrupt length"),
 ])
 def test_tfrecords_reading_damaged_bytes_names_the_record_and_offset(damage, message):
-    with pytest.raises(tfrecords.CorruptRecord, match=message):
-        list(tfrecords.iter_records(io.BytesIO(damage(GOLDEN.read_bytes())), "tiny"))
+    with pytest.raises(tfrecord.CorruptRecord, match=message):
+        list(tfrecord.iter_records(io.BytesIO(damage(GOLDEN.read_bytes())), "tiny"))
 
 
 def test_tfrecords_reading_in_small_chunks_gives_the_same_records(monkeypatch):
-    monkeypatch.setattr(tfrecords, "_READ_CHUNK", 7)  # records straddle every chunk boundary
-    records = [r for chunk in tfrecords.iter_records(io.BytesIO(GOLDEN.read_bytes()), "tiny")
+    monkeypatch.setattr(framing, "_READ_CHUNK", 7)  # records straddle every chunk boundary
+    records = [r for chunk in tfrecord.iter_records(io.BytesIO(GOLDEN.read_bytes()), "tiny")
                for r in chunk]
-    assert tfrecords.frame(records) == GOLDEN.read_bytes()
+    assert tfrecord.frame(records) == GOLDEN.read_bytes()
 
 
 def test_tfrecords_reordering_one_encoding_gives_the_column_by_column_bytes():
     """The fast path (one encode, entries re-ordered by name) against the slow, obvious one
     (each column encoded alone, joined in name order), on names that look alike, nulls,
     lists and values long enough for multi-byte lengths."""
-    from seqline.components.example_order import in_name_order
+    from seqline.pipeline.tfrecord.example_order import in_name_order
 
     rng = np.random.default_rng(1)
     n = 2000
-    batch = tfrecords.normalize(pa.record_batch({
+    batch = tfrecord.normalize(pa.record_batch({
         "temp_max": rng.random(n), "temp_min": rng.random(n), "a": rng.integers(-5, 5, n),
         "feature_alpha_000_x": pa.array([("x" * int(k)) if k % 7 else None
                                          for k in rng.integers(0, 300, n)]),
@@ -107,15 +108,15 @@ def test_tfrecords_reordering_one_encoding_gives_the_column_by_column_bytes():
         "blob": pa.array([b"z" * int(k) for k in rng.integers(0, 40_000, n)], pa.binary()),
         SEQ: np.arange(n),
     }))
-    whole = pa.RecordBatch.from_arrays([tfrecords._as_feature(c) for c in batch.columns],
+    whole = pa.RecordBatch.from_arrays([coding._as_feature(c) for c in batch.columns],
                                        names=batch.schema.names)
-    fast = in_name_order(pa.array(tfrecords._encoder().encode(whole), pa.binary()),
+    fast = in_name_order(pa.array(coding._encoder().encode(whole), pa.binary()),
                          batch.schema.names)
     slow = []
     for name in sorted(batch.schema.names):
-        one = pa.RecordBatch.from_arrays([tfrecords._as_feature(batch.column(name))],
+        one = pa.RecordBatch.from_arrays([coding._as_feature(batch.column(name))],
                                          names=[name])
-        slow.append(tfrecords._strip_tag(pa.array(tfrecords._encoder().encode(one), pa.binary())))
+        slow.append(coding._strip_tag(pa.array(coding._encoder().encode(one), pa.binary())))
     joined = pa.compute.binary_join_element_wise(*slow, b"")
-    expected = pa.compute.binary_join_element_wise(tfrecords._tagged_lengths(joined), joined, b"")
+    expected = pa.compute.binary_join_element_wise(coding._tagged_lengths(joined), joined, b"")
     assert fast is not None and fast.equals(expected)

@@ -1,0 +1,123 @@
+"""The local storage: files on this machine, a stage committed by renaming its folder into place."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from seqline.pipeline.storage import Folder, on_this_disk
+
+__all__ = ["LocalStorage"]
+
+
+class LocalStorage:
+    """Files on this machine: a temporary folder renamed into place commits a stage."""
+
+    def entries(self, place: Folder) -> list[Folder]:
+        path = on_this_disk(place)
+        return [*sorted(path.iterdir())] if path.is_dir() else []
+
+    def files(self, place: Folder) -> dict[str, int]:
+        path = on_this_disk(place)
+        return {p.relative_to(path).as_posix(): p.stat().st_size
+                for p in sorted(path.rglob("*")) if p.is_file()}
+
+    def open(self, place: Folder, mode: str = "rb", block_size: int | None = None) -> IO[Any]:
+        return on_this_disk(place).open(mode)
+
+    def modified(self, place: Folder) -> datetime:
+        return datetime.fromtimestamp(on_this_disk(place).stat().st_mtime, UTC)
+
+    def write_atomically(self, place: Folder, data: str | bytes | memoryview,
+                         durable: bool = False) -> None:
+        # Written under this process's own name, then renamed: a writer killed mid-write
+        # leaves a hidden temporary file that no manifest lists, never a part under the name.
+        path = on_this_disk(place)
+        path.parent.mkdir(parents=True, exist_ok=True)  # as an object store needs none
+        partial = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            with open(partial, "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(partial, path)
+        except OSError as exc:
+            partial.unlink(missing_ok=True)
+            if exc.filename is None:  # write() and fsync() do not say which file: we do
+                raise OSError(exc.errno, exc.strerror, str(partial)) from exc
+            raise
+
+    def remove(self, place: Folder, names: Iterable[str] | None = None) -> None:
+        path = on_this_disk(place)
+        if names is not None:
+            for name in names:
+                (path / name).unlink(missing_ok=True)
+        elif path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+    @contextmanager
+    def local_copy(self, place: Folder) -> Iterator[Path]:
+        yield on_this_disk(place)
+
+    def on_disk(self, place: Folder) -> Path | None:
+        return on_this_disk(place)
+
+    def inside(self, root: Folder, *parts: str) -> Folder | None:
+        base = on_this_disk(root).resolve()
+        path = base.joinpath(*parts).resolve()  # follows symlinks: a link out of the root fails
+        return path if path.is_relative_to(base) else None
+
+    def attempt_name(self, name: str) -> str:
+        return name  # an attempt's folder is its own until the rename
+
+    def begin_stage(self, final: Folder) -> Folder:
+        work = _attempt(on_this_disk(final))
+        work.mkdir(parents=True)
+        return work
+
+    def local_work(self, work: Folder) -> Path:
+        return on_this_disk(work)
+
+    def upload(self, local: Path, work: Folder) -> dict[str, int] | None:
+        return None
+
+    def commit_stage(self, work: Folder, final: Folder) -> None:
+        os.rename(on_this_disk(work), on_this_disk(final))  # atomic on one filesystem
+
+    def committed_files(self, place: Folder, listed: Iterable[str],
+                        uploaded: Collection[str]) -> dict[str, str | None]:
+        path = on_this_disk(place)
+        return {p.relative_to(path).as_posix(): None
+                for p in sorted(path.rglob("*")) if p.is_file()}
+
+    def copy_stage(self, source: Folder, target: Folder, names: list[str]) -> None:
+        # Hard links (committed files are immutable, so runs may share them; copied across
+        # filesystems) into a temporary folder renamed into place. The folder holds only
+        # what its commit put there, so it is linked whole, empty folders included.
+        work = _attempt(on_this_disk(target))
+        shutil.copytree(on_this_disk(source), work, copy_function=_link_or_copy)
+        self.commit_stage(work, target)
+
+
+def _attempt(final: Path) -> Path:
+    """A new hidden folder beside `final` for one attempt at it (`.*.tmp-*`: resume removes
+    those an interrupted run left)."""
+    return final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+

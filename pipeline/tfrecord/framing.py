@@ -1,0 +1,179 @@
+"""TFRecord framing: records with their lengths and masked CRC32C, written and read in NumPy.
+
+Per record: uint64 length, masked CRC32C of the length, the bytes, masked CRC32C of the bytes.
+Written here with NumPy rather than by `tf.io.TFRecordWriter`: the writer takes one Python call
+per record and needs TensorFlow imported in every worker, while this frames a whole shard in a
+few vectorized passes (measured 0.7 us/record against 1.5 us for TF's writer, byte-identical
+output; tests/unit/test_tfrecords.py checks both against tf.data).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import IO
+
+import google_crc32c
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["CorruptRecord", "frame", "iter_records"]
+
+# 12 = 8 (length) + 4 (masked CRC of the length); a record ends with 4 more (CRC of the data).
+_HEADER, _FOOTER = 12, 4
+_MASK_DELTA = 0xA282EAD8  # TFRecord's CRC mask constant (tensorflow/core/lib/hash/crc32c.h)
+_GZIP_MAGIC = b"\x1f\x8b"
+# 8 MiB: decompress and parse this much at a time when reading, so a large input file is
+# streamed in bounded memory while per-chunk overhead stays negligible.
+_READ_CHUNK = 8 << 20
+
+
+class CorruptRecord(ValueError):
+    """A TFRecord file whose framing or checksums are wrong at a given record."""
+
+
+
+def _crc_table() -> np.ndarray:
+    poly = 0x82F63B78  # CRC-32C (Castagnoli), reflected
+    table = np.zeros(256, np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        table[i] = c
+    return table
+
+
+_CRC_TABLE = _crc_table()
+
+
+def _masked(crc: np.ndarray) -> np.ndarray:
+    crc = crc.astype(np.uint32)
+    return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(_MASK_DELTA)
+
+
+def _length_crcs(lengths: np.ndarray) -> np.ndarray:
+    """Masked CRC32C of each 8-byte length, all at once: a table step per byte, over rows."""
+    octets = lengths.astype("<u8").view(np.uint8).reshape(-1, 8)
+    crc = np.full(len(lengths), 0xFFFFFFFF, np.uint32)
+    for k in range(8):
+        crc = _CRC_TABLE[(crc ^ octets[:, k]) & 0xFF] ^ (crc >> np.uint32(8))
+    return _masked(crc ^ np.uint32(0xFFFFFFFF))
+
+
+def _data_crcs(records: pa.BinaryArray | list[bytes]) -> np.ndarray:
+    if isinstance(records, pa.Array):
+        offsets = np.frombuffer(records.buffers()[1], np.int32, len(records) + 1,
+                                records.offset * 4)
+        data = (records.buffers()[2] or pa.py_buffer(b"")).to_pybytes()  # y# wants bytes
+        crcs = (google_crc32c.value(data[a:b]) for a, b in zip(offsets[:-1], offsets[1:],
+                                                               strict=True))
+        return _masked(np.fromiter(crcs, np.uint32, len(records)))
+    return _masked(np.fromiter(map(google_crc32c.value, records), np.uint32, len(records)))
+
+
+def frame(records: pa.BinaryArray | list[bytes]) -> bytes:
+    """Records in TFRecord framing, byte-identical to tf.io.TFRecordWriter's output."""
+    if isinstance(records, list):
+        records = pa.array(records, pa.binary())
+    n = len(records)
+    lengths = pc.binary_length(records).to_numpy(zero_copy_only=False).astype(np.int64)
+    headers = np.empty((n, _HEADER), np.uint8)
+    headers[:, :8] = lengths.astype("<u8").view(np.uint8).reshape(-1, 8)
+    headers[:, 8:] = _length_crcs(lengths).astype("<u4").view(np.uint8).reshape(-1, 4)
+    footers = _data_crcs(records).astype("<u4")
+    framed = pc.binary_join_element_wise(
+        _fixed_width(headers.ravel(), n, _HEADER), records,
+        _fixed_width(footers.view(np.uint8), n, _FOOTER), b"")
+    offsets = np.frombuffer(framed.buffers()[1], np.int32, n + 1, framed.offset * 4)
+    return framed.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]] if n else b""
+
+
+def _fixed_width(data: np.ndarray, n: int, width: int) -> pa.BinaryArray:
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets),
+                                                  pa.py_buffer(np.ascontiguousarray(data))])
+
+
+def iter_records(stream: IO[bytes], name: str, compression: str = "auto"
+                 ) -> Iterator[list[bytes]]:
+    """Read a TFRecord stream as lists of records, a chunk at a time, checking every CRC.
+
+    `compression` is "gzip", "none" or "auto" (gzip if the stream starts with gzip's magic).
+
+    Raises:
+        CorruptRecord: naming `name`, the record number and the byte offset.
+    """
+    chunks = _decompressed(stream, compression)
+    buffer = b""
+    offset = 0  # of buffer[0] in the uncompressed stream
+    number = 0
+    for chunk in chunks:
+        buffer += chunk
+        records, used = _split(buffer, name, offset, number)
+        if records:
+            yield records
+        number += len(records)
+        buffer, offset = buffer[used:], offset + used
+    if buffer:
+        raise CorruptRecord(f"{name}: truncated record {number} at byte {offset}: "
+                            f"{len(buffer)} bytes left over after the last whole record. The "
+                            "file was cut short or is not a TFRecord file.")
+
+
+def _decompressed(stream: IO[bytes], compression: str) -> Iterator[bytes]:
+    first = stream.read(_READ_CHUNK)
+    if compression == "none" or (compression == "auto" and not first.startswith(_GZIP_MAGIC)):
+        while first:
+            yield first
+            first = stream.read(_READ_CHUNK)
+        return
+    inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    data = first
+    while data:
+        try:
+            yield inflate.decompress(data)
+            while inflate.unused_data:  # concatenated gzip members
+                rest, inflate = inflate.unused_data, zlib.decompressobj(zlib.MAX_WBITS | 16)
+                yield inflate.decompress(rest)
+        except zlib.error as exc:
+            raise CorruptRecord(f"not a readable gzip stream: {exc}") from exc
+        data = stream.read(_READ_CHUNK)
+
+
+def _split(buffer: bytes, name: str, offset: int, number: int) -> tuple[list[bytes], int]:
+    """The whole records at the start of `buffer`, checked, and how many bytes they used."""
+    starts: list[int] = []
+    lengths: list[int] = []
+    pos, size, unpack = 0, len(buffer), struct.Struct("<Q").unpack_from
+    while pos + _HEADER <= size:
+        (length,) = unpack(buffer, pos)
+        if pos + _HEADER + length + _FOOTER > size:
+            break
+        starts.append(pos)
+        lengths.append(length)
+        pos += _HEADER + length + _FOOTER
+    if not starts:
+        return [], 0
+    begin = np.array(starts, np.int64)
+    length_arr = np.array(lengths, np.int64)
+    view = np.frombuffer(buffer, np.uint8, count=pos)
+    stored = view[begin[:, None] + np.arange(8, 12)].copy().view("<u4").ravel()
+    bad = np.flatnonzero(stored != _length_crcs(length_arr))
+    if len(bad):
+        i = int(bad[0])
+        raise CorruptRecord(f"{name}: record {number + i} at byte {offset + starts[i]} has a "
+                            "corrupt length (its CRC does not match). The file is damaged or "
+                            "not a TFRecord file.")
+    records = [buffer[s + _HEADER:s + _HEADER + n] for s, n in zip(starts, lengths, strict=True)]
+    stored = view[(begin + _HEADER + length_arr)[:, None] + np.arange(4)].copy().view("<u4")
+    bad = np.flatnonzero(stored.ravel() != _data_crcs(records))
+    if len(bad):
+        i = int(bad[0])
+        raise CorruptRecord(f"{name}: record {number + i} at byte {offset + starts[i]} is "
+                            "corrupt (its data CRC does not match). The file is damaged.")
+    return records, pos
+
+
