@@ -24,7 +24,6 @@ from seqline.orchestration.schedule.daemon import Scheduler
 from seqline.orchestration.schedule.launch import LaunchRequest, ProcessLauncher
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.store import RunStore
-from seqline.orchestration.store import schedules as db
 from seqline.orchestration.store.tables import runs
 
 SEQLINE = str(Path(sys.executable).parent / "seqline")
@@ -67,7 +66,7 @@ def tick_latency(ticks: int) -> dict[str, list[float]]:
     t0 = clock().replace(second=0, microsecond=0) + timedelta(minutes=1)
     schedule, _ = new_schedule("tick", folder / "tick.yaml", "* * * * *", workers=1,
                                overlap="allow", at=t0 - timedelta(seconds=30))
-    db.add_schedule(store.engine, schedule)
+    store.schedules.add_schedule(schedule)
     launcher = ProcessLauncher(folder / "root", None, folder / "logs")
     scheduler = Scheduler(store, launcher, clock=clock)
     stop = threading.Event()
@@ -84,7 +83,7 @@ def tick_latency(ticks: int) -> dict[str, list[float]]:
         with store.engine.connect() as conn:  # to the microsecond (show_run rounds to 1 s)
             run_started = conn.execute(select(runs.c.started).where(runs.c.run_id == run_id)
                                        ).scalar_one()
-        tick = next(t for t in db.ticks_of(store.engine, "tick", limit=3) if t.run_id == run_id)
+        tick = next(t for t in store.schedules.ticks_of("tick", limit=3) if t.run_id == run_id)
         real_fire = fire - clock.offset  # the fire time on the real clock
         launched.append((tick.launched - fire).total_seconds())
         started.append((run_started - real_fire).total_seconds())
@@ -151,7 +150,7 @@ def many_schedules(count: int, spawn: bool = True) -> float:
     t0 = datetime(2026, 11, 20, tzinfo=UTC)
     for i in range(count):
         schedule, _ = new_schedule(f"s{i:05d}", folder / "tick.yaml", "* * * * *", at=t0)
-        db.add_schedule(store.engine, schedule)
+        store.schedules.add_schedule(schedule)
     clock = [t0]
     dead = _dead_pid()
     scheduler = Scheduler(store, spawn_true if spawn else lambda request: dead,

@@ -25,7 +25,7 @@ STAGES = ("read", "examples", "features", "batches", "model", "evaluation")
 SAMPLES_PER_STAGE = 60
 SAMPLE_BATCH = 10  # samples the executor buffers before one add_samples call
 EPOCHS = 15
-CLI = "from seqline.orchestration.runs_cli import runs_app; runs_app()"
+CLI = "from seqline.orchestration.cli.runs import runs_app; runs_app()"
 
 
 def seed_runs(store: RunStore, count: int) -> None:

@@ -29,7 +29,7 @@ from seqline.orchestration.reports import RunReports, StageReport
 from seqline.orchestration.run_file import RunFile
 from seqline.orchestration.run_options import RunOptions
 from seqline.orchestration.runners import Runner, make_runner
-from seqline.orchestration.store import DB_FILE, RunStore
+from seqline.orchestration.store import DB_FILE, RunNotFound, RunStore
 from seqline.orchestration.verify import StageCheck, verify_run
 from seqline.pipeline.artifacts import check_run_id, read_manifest, run_dir
 from seqline.pipeline.config import build_pipeline, load_pipeline, make_stage, parse_pipeline
@@ -362,7 +362,7 @@ def _open_record(runs: RunStore, spec: PipelineSpec, plan: RunPlan,
         try:
             runs.resume_run(plan.run_id)
             return
-        except ConfigError:  # a run from before the store: it is recorded from here on
+        except RunNotFound:  # a run from before the store: it is recorded from here on
             pass
     text = pipeline_file.read_text() if pipeline_file else Pipeline.from_spec(spec).to_yaml()
     runs.create_run(plan.run_id, spec.name, runner=options.runner, options=options.recorded,

@@ -1,5 +1,6 @@
-"""The run store as a subscriber of a run's events: stages, artifacts and lineage, the events
-themselves, and per-second samples of every running stage."""
+"""The run store's writer during a run: a subscriber of the run's events that records, through
+RunWriter, its stages, artifacts and lineage, the events themselves, and per-second samples of
+every running stage (LiveStage)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from seqline.orchestration.events import (
     WaitEnded,
     WaitStarted,
 )
+from seqline.orchestration.live_stage import PROGRESS, LiveStage
 from seqline.orchestration.plan import RunPlan
 from seqline.orchestration.store import RunStore
 from seqline.pipeline.errors import SeqlineError, StageError
@@ -48,26 +50,6 @@ FLUSH_SECONDS = 2.0
 COALESCED = (BlocksDone, Occupancy, RecordsConsumed, WaitStarted, WaitEnded)
 
 
-@dataclass
-class _Live:
-    """A running stage as the events told it, since its last sample."""
-
-    stage_run_id: int
-    records: int = 0
-    waited_input: float = 0.0
-    waited_output: float = 0.0
-    ended_waits: float = 0.0  # driver stages: waits published as they ended
-    waiting: dict[str, float] | None = None  # "input"/"output" -> since (perf_counter)
-    in_flight: int = 0
-    max_in_flight: int = 0  # over the whole stage (the peaks below are per sample)
-    peak_in_flight: int = 0
-    held: int = 0
-    peak_held: int = 0
-    retries: int = 0
-    started: float = 0.0  # perf_counter
-    sampled: tuple[float, int] = (0.0, 0)  # when, and records then
-
-
 class RunRecorder:
     """One run's record in the store, written from its events.
 
@@ -83,7 +65,7 @@ class RunRecorder:
         self.run_id = plan.run_id
         self.sample_seconds = plan.options.sample_seconds
         self._ids: dict[str, int] = {}
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, LiveStage] = {}
         self._events: list[dict[str, Any]] = []
         self._samples: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -152,8 +134,8 @@ class RunRecorder:
         with self._storing("that the stage started", name):
             self.store.begin_stage(self._ids[name])
         with self._lock:
-            self._live[name] = _Live(self._ids[name], started=time.perf_counter(),
-                                     sampled=(time.perf_counter(), 0))
+            self._live[name] = LiveStage(self._ids[name], started=time.perf_counter(),
+                                         sampled=(time.perf_counter(), 0))
 
     def _stage_reused(self, event: StageReused) -> None:
         """A stage reused from a cached run: about 0 s now, from that run, and its artifact.
@@ -211,7 +193,7 @@ class RunRecorder:
         if stage_run is None:  # (a stage the plan did not run)
             return
         now = time.perf_counter()
-        waited_in, waited_out = self._waits(live, now) if live else (0.0, 0.0)
+        waited_in, waited_out = live.waits(now) if live else (0.0, 0.0)
         self._record_failure(f"stage {name} ended", lambda: self.store.finish_stage(
             stage_run, status, counts={"records_in": live.records if live else 0},
             seconds=now - live.started if live else 0.0, waited_input=waited_in,
@@ -231,56 +213,17 @@ class RunRecorder:
         """Keep a running stage's live figures (each sample takes them, and the peaks)."""
         with self._lock:
             live = self._live.get(event.stage or "")
-            if live is None:
-                return
-            if isinstance(event, BlocksDone):
-                live.records = event.counts.records_in
-                live.waited_input, live.waited_output = event.waited_input, event.waited_output
-            elif isinstance(event, RecordsConsumed):
-                live.records = max(live.records, event.records)
-            elif isinstance(event, Occupancy):
-                live.in_flight, live.held = event.in_flight, event.held
-                live.peak_in_flight = max(live.peak_in_flight, event.in_flight)
-                live.max_in_flight = max(live.max_in_flight, event.in_flight)
-                live.peak_held = max(live.peak_held, event.held)
-            elif isinstance(event, WaitStarted):
-                live.waiting = {**(live.waiting or {}), event.on: time.perf_counter()}
-            elif isinstance(event, WaitEnded):
-                (live.waiting or {}).pop(event.on, None)
-                if event.on == "input":
-                    live.ended_waits += event.seconds
-            elif isinstance(event, BlockRetried):
-                live.retries += 1
+            if live is not None:
+                live.follow(event)
 
-    @staticmethod
-    def _waits(live: _Live, now: float) -> tuple[float, float]:
-        """Seconds waited on input and on output so far, a wait still under way included."""
-        waiting = live.waiting or {}
-        waited_in = max(live.waited_input, live.ended_waits) \
-            + (now - waiting["input"] if "input" in waiting else 0.0)
-        waited_out = live.waited_output + (now - waiting["output"] if "output" in waiting
-                                           else 0.0)
-        return waited_in, waited_out
-
-    def _sample(self, name: str, live: _Live, now: float) -> dict[str, Any]:
-        """One sample: the stage's figures now, the peaks since the last one (then reset)."""
-        waited_in, waited_out = self._waits(live, now)
-        before, done_before = live.sampled
-        live.sampled = (now, live.records)
-        row = {"stage_run_id": live.stage_run_id, "t": time.time(),
-               "records_done": live.records, "waited_input": waited_in,
-               "waited_output": waited_out, "in_flight": live.peak_in_flight,
-               "reorder_held": live.peak_held,
-               "rows_per_s": (live.records - done_before) / max(now - before, 1e-9)}
-        live.peak_in_flight, live.peak_held = live.in_flight, live.held
+    def _sample(self, name: str, live: LiveStage, now: float) -> dict[str, Any]:
+        """One sample of a stage (see LiveStage.sample), also kept as a progress event."""
+        row = live.sample(now)
         self._events.append({"run_id": self.run_id, "t": row["t"], "stage": name,
-                             "kind": "progress", "body": {
-                                 k: row[k] for k in ("records_done", "rows_per_s",
-                                                     "waited_input", "waited_output",
-                                                     "in_flight", "reorder_held")}})
+                             "kind": "progress", "body": {k: row[k] for k in PROGRESS}})
         return row
 
-    def _end_sampling(self, name: str) -> _Live | None:
+    def _end_sampling(self, name: str) -> LiveStage | None:
         """A stage that ends gets a last sample, so that one shorter than a sampling interval
         still shows its figures (and its peaks) on a chart."""
         with self._lock:

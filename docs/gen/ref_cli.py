@@ -16,7 +16,7 @@ import mkdocs_gen_files
 import typer.main
 
 from seqline.orchestration.cli import app
-from seqline.orchestration.options import CONFIG_EXIT
+from seqline.orchestration.cli.options import CONFIG_EXIT
 
 
 def kind(param: Any) -> str:

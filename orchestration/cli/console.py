@@ -17,12 +17,12 @@ from rich.segment import Segments
 from rich.table import Table
 from rich.text import Text
 
+from seqline.orchestration.cli.options import output
 from seqline.orchestration.failures import error_line, has_worker_traceback
-from seqline.orchestration.options import output
 from seqline.pipeline.errors import SeqlineError
 
-__all__ = ["UNBOUNDED_WIDTH", "Column", "console", "fitted_table", "format_count",
-           "format_metric", "format_rate", "format_seconds", "format_time", "one_line",
+__all__ = ["UNBOUNDED_WIDTH", "Column", "console", "err", "fitted_table", "format_count",
+           "format_metric", "format_rate", "format_seconds", "format_time", "one_line", "out",
            "print_table", "stdout_to_stderr"]
 
 # Wide enough that no table cell is cut and no message is wrapped when the output goes to a
@@ -42,6 +42,13 @@ def console(stderr: bool = False) -> Console:
         return Console(stderr=stderr, quiet=quiet)
     return Console(stderr=stderr, width=UNBOUNDED_WIDTH, soft_wrap=True, no_color=True,
                    quiet=quiet)
+
+
+# `run` and `verify` print through these two, made once (the app's callback sets `out.quiet`
+# for -q). On a terminal, rich fits tables to it. Piped or in a CI log, nothing is cut or
+# wrapped: tables take their natural width and a message stays on one line, so grep finds it.
+out = console()
+err = console(stderr=True)
 
 
 # -- numbers and times, written one way in every table ------------------------------------------

@@ -10,19 +10,14 @@ from typing import Annotated
 import typer
 from sqlalchemy.exc import ArgumentError, OperationalError
 
+from seqline.orchestration.cli.options import fail, missing_store, say, shown_url
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import fail, missing_store, say, shown_url
 
-__all__ = ["register"]
+__all__ = ["dashboard"]
 
 # uvicorn waits for open streams before it stops; a live page keeps one open for as long as
 # its run goes, so Ctrl-C or SIGTERM would hang. 2 s lets answers in progress finish.
 GRACEFUL_SECONDS = 2
-
-
-def register(app: typer.Typer) -> None:
-    """Add the dashboard command to the `seqline` app."""
-    app.command("dashboard")(dashboard)
 
 
 def dashboard(

@@ -17,11 +17,12 @@ from rich.table import Table
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
-from seqline.orchestration.store import DB_FILE, RunStore
-from seqline.pipeline.errors import RunNotFound, SeqlineError
+from seqline.orchestration.store import DB_FILE, RunNotFound, RunStore
+from seqline.pipeline.errors import SeqlineError
 from seqline.pipeline.storage import Folder, open_root
 
-__all__ = ["CONFIG_EXIT", "AsJson", "Output", "Root", "RunnerName", "Store", "Wide", "fail",
+__all__ = ["CONFIG_EXIT", "ROOT_HELP", "AsJson", "Output", "Root", "RootUrl", "RunnerName",
+           "Store", "Wide", "fail",
            "missing_store", "no_run", "opened", "output", "print_json", "say", "shown_url",
            "unwrapped_table", "usage_line"]
 
@@ -45,6 +46,8 @@ class RunnerName(StrEnum):
     ray = "ray"
 
 
+ROOT_HELP = ("Artifact root ($SEQLINE_ROOT): a folder or an fsspec URL (s3://bucket/prefix; "
+             "credentials from the environment, never in the URL).")
 Root = Annotated[Path, typer.Option(help="Artifact root; the store is ROOT/seqline.db unless "
                                          "--store says otherwise.")]
 Store = Annotated[str | None, typer.Option(
@@ -185,7 +188,7 @@ def opened(root: Path | str, url: str | None, *, create: bool = False) -> Iterat
         fail(str(exc))
     try:
         yield store
-    except SeqlineError as exc:
+    except SeqlineError as exc:  # a name not there, one taken, a lease held, a bad input
         fail(str(exc))
     finally:
         store.close()

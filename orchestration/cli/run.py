@@ -1,4 +1,5 @@
-"""The `seqline` command line: run a pipeline file on a chosen runner."""
+"""`seqline run`: run a pipeline file on a chosen runner, print its stages, its evaluation
+and its verdict (or, with --dry-run, its plan)."""
 
 from __future__ import annotations
 
@@ -8,37 +9,37 @@ import signal
 import sys
 import time
 from enum import StrEnum
-from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.text import Text
-from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 from seqline.components import COMPONENTS
-from seqline.components.schema import schema_text
 from seqline.orchestration.api import execute, new_run_id, plan_pipeline
-from seqline.orchestration.console import (
-    UNBOUNDED_WIDTH,
+from seqline.orchestration.cli.console import (
     Column,
-    console,
+    err,
     format_count,
     format_rate,
     format_seconds,
     one_line,
+    out,
     print_table,
     stdout_to_stderr,
 )
-from seqline.orchestration.dashboard.cli import register as register_dashboard
-from seqline.orchestration.environment import (
-    DEFAULT_ROOT,
-    DEFAULT_STORE,
-    quiet_engines,
-    quiet_tensorflow,
+from seqline.orchestration.cli.options import (
+    ROOT_HELP,
+    RunnerName,
+    Wide,
+    fail,
+    output,
+    print_json,
+    reraise_if_debug,
 )
+from seqline.orchestration.cli.runs import run_document
+from seqline.orchestration.cli.verify import print_checks, print_problems
+from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE, quiet_tensorflow
 from seqline.orchestration.events import (
     BlocksDone,
     Event,
@@ -46,46 +47,17 @@ from seqline.orchestration.events import (
     StageCommitted,
     StageReused,
 )
-from seqline.orchestration.options import (
-    AsJson,
-    RunnerName,
-    Wide,
-    fail,
-    no_run,
-    output,
-    print_json,
-    reraise_if_debug,
-    usage_line,
-)
 from seqline.orchestration.plan import RunPlan
 from seqline.orchestration.reports import StageReport
 from seqline.orchestration.run_options import RunOptions
-from seqline.orchestration.runs_cli import run_document, runs_app, store_app
-from seqline.orchestration.schedule.cli import register as register_schedules
-from seqline.orchestration.verify import StageCheck, verdict, verify_run
+from seqline.orchestration.store import Conflict
+from seqline.orchestration.verify import StageCheck, verdict
 from seqline.pipeline.artifacts import check_run_id, read_manifest, run_dir
 from seqline.pipeline.config import load_pipeline
-from seqline.pipeline.errors import Cancelled, ConfigError, RunNotFound, SeqlineError
+from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
 from seqline.pipeline.specs import PipelineSpec
 
-__all__ = ["app"]
-
-# Help piped or in a CI log: click's plain text, one line per option and paragraph (rich would
-# box it and cut it to 80 columns, or to COLUMNS). On a terminal, rich's panels.
-PLAIN_HELP: dict = {} if sys.stdout.isatty() else {
-    "rich_markup_mode": None,
-    "context_settings": {"terminal_width": UNBOUNDED_WIDTH, "max_content_width": UNBOUNDED_WIDTH}}
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="seqline: an ML pipeline that keeps every record in source order.",
-                  **PLAIN_HELP)
-app.add_typer(runs_app, name="runs")
-app.add_typer(store_app, name="store")
-register_schedules(app)  # schedule …, scheduler, backfill
-register_dashboard(app)  # dashboard
-# On a terminal, rich fits tables to it. Piped or in a CI log, nothing is cut or wrapped:
-# tables take their natural width and a message stays on one line, so grep finds it.
-out = console()
-err = console(stderr=True)
+__all__ = ["run"]
 
 
 class Trigger(StrEnum):
@@ -100,36 +72,6 @@ class BeamMode(StrEnum):
     multi_processing = "multi_processing"
 
 
-def _show_version(value: bool) -> None:
-    if value:
-        out.print(f"seqline {version('seqline')}", highlight=False)
-        raise typer.Exit()
-
-
-@app.callback()
-def main(
-    show_version: Annotated[bool, typer.Option(
-        "--version", callback=_show_version, is_eager=True,
-        help="Print the installed version and exit.")] = False,
-    quiet: Annotated[bool, typer.Option(
-        "--quiet", "-q", help="Print errors only (the exit code tells the rest).")] = False,
-    verbose: Annotated[bool, typer.Option(
-        "--verbose", "-v", help="Also print the engines' own lines (TensorFlow's C++ logs, "
-                                "absl, Beam, Ray), which are kept out by default.")] = False,
-    debug: Annotated[bool, typer.Option(
-        "--debug", help="On an error, print the full Python traceback, not one line (for a "
-                        "bug report).")] = False,
-) -> None:
-    """seqline: an ML pipeline that keeps every record in source order."""
-    output.quiet, output.verbose, output.debug = quiet, verbose, debug
-    out.quiet = quiet
-    quiet_engines(verbose, quiet)  # -q: a retry that succeeded is no error, nor its warning
-
-
-ROOT_HELP = ("Artifact root ($SEQLINE_ROOT): a folder or an fsspec URL (s3://bucket/prefix; "
-             "credentials from the environment, never in the URL).")
-
-@app.command()
 def run(
     pipeline: Annotated[Path, typer.Argument(help="The pipeline file (YAML).")],
     runner: Annotated[RunnerName, typer.Option(help="Where map stages run.")] = RunnerName.local,
@@ -202,7 +144,7 @@ def run(
         with stdout_to_stderr(as_json), _progress(spec) as progress:
             result = execute(spec, options, root=root, store=store, run_id=run_id,
                              pipeline_file=pipeline, subscribers=[progress])
-    except ConfigError as exc:  # a user's mistake, before anything ran: exit 2
+    except (ConfigError, Conflict) as exc:  # a user's mistake, or a taken id: exit 2
         fail(one_line(exc))
     except SeqlineError as exc:
         _print_run_json(as_json, root, store, run_id, None)
@@ -216,7 +158,7 @@ def run(
     if as_json:
         _print_run_json(True, root, store, result.run_id, result.checks)
         if result.verified is False:
-            _print_problems(result.checks or [], err)  # why exit 1, for the log
+            print_problems(result.checks or [], err)  # why exit 1, for the log
             raise typer.Exit(1)
         return
     _print_stages(document, time.perf_counter() - start, wide)
@@ -227,7 +169,7 @@ def run(
         cached = f"  (reused from run {report.cached_from})" if report.cached_from else ""
         out.print(f"  {report.stage:<16} {report.path}{cached}", highlight=False)
     _print_evaluations(result.stages)
-    if result.checks is not None and not _print_checks(result.run_id, result.checks, wide):
+    if result.checks is not None and not print_checks(result.run_id, result.checks, wide):
         raise typer.Exit(1)
 
 
@@ -252,12 +194,6 @@ def _print_plan(plan: RunPlan, as_json: bool, wide: bool) -> None:
     print_table(out, [Column("stage"), Column("action"), Column("why", 1),
                       Column("component", 2)], rows, wide=wide,
                 title=f"plan {plan.run_id}: {plan.summary()}")
-
-
-@app.command()
-def schema() -> None:
-    """Print the JSON Schema of pipeline files (for editors: VS Code's YAML extension, ...)."""
-    sys.stdout.write(schema_text())
 
 
 def _print_evaluations(reports: list[StageReport]) -> None:
@@ -285,58 +221,6 @@ def _print_run_json(asked: bool, root: str, store: str | None, run_id: str | Non
     document = run_document(root, store, run_id)
     if document is not None:  # None: the run failed before its row was written
         print_json({**document, "verify": None if checks is None else verdict(checks)})
-
-
-@app.command()
-def verify(
-    run_id: Annotated[str, typer.Argument(help="The run to check.")],
-    root: Annotated[str, typer.Option(help=ROOT_HELP)] = str(DEFAULT_ROOT),
-    as_json: AsJson = False,
-    wide: Wide = False,
-) -> None:
-    """Check RUN_ID's artifacts: shard order, coverage, counts, checksums. Exit 0 if all hold.
-
-    With --json, the verdict as runs/RUN_ID/verify.json holds it; the exit code is the same.
-    """
-    try:
-        checks = verify_run(root, run_id)
-    except RunNotFound:
-        no_run(run_id, root)
-    except ConfigError as exc:
-        fail(one_line(exc))
-    if as_json:
-        print_json(verdict(checks))
-        ok = _print_problems(checks, err)
-    else:
-        ok = _print_checks(run_id, checks, wide)
-    if not ok:
-        raise typer.Exit(1)
-
-
-VERIFY_COLUMNS = [Column("stage"), Column("contract"), Column("records", 1, "right"),
-                  Column("shards", 2, "right"), Column("dead letters", 3, "right"),
-                  Column("component", 4)]
-
-
-def _print_checks(run_id: str, checks: list[StageCheck], wide: bool = False) -> bool:
-    """The verify table, then each problem in full; True if every stage holds."""
-    rows: list[list[str | Text]] = [[
-        c.stage, Text("ok", "green") if c.ok else Text(f"{len(c.problems)} problem(s)", "red"),
-             format_count(c.records), format_count(c.shards), format_count(c.dead_letters),
-             c.component] for c in checks]
-    print_table(out, VERIFY_COLUMNS, rows, wide=wide, title=f"verify {run_id}")
-    ok = _print_problems(checks, out)
-    out.print("All artifacts hold the ordering contract." if ok else
-              "The run's artifacts break the contract; see the problems above.")
-    return ok
-
-
-def _print_problems(checks: list[StageCheck], where: Console) -> bool:
-    """Each problem on a line of its own, led by its stage; True if there is none."""
-    for c in checks:
-        for problem in c.problems:
-            where.print(f"[red]{c.stage}[/]: {problem}", highlight=False)
-    return all(c.ok for c in checks)
 
 
 def _progress(spec: PipelineSpec) -> Any:
@@ -431,26 +315,3 @@ def _fail(message: str, code: int) -> None:
     err.print(message, markup=False, highlight=False)
     sys.stdout.flush()
     raise typer.Exit(code)
-
-
-def main_command() -> None:
-    """The `seqline` console script: the app, with click's usage errors (a bad option value,
-    an unknown option or command, a missing argument) in seqline's one-line voice, exit 2."""
-    try:
-        code = app(standalone_mode=False)
-    except NoArgsIsHelpError as exc:  # `seqline` alone (or a group alone): its help
-        exc.show()
-        code = exc.exit_code
-    except UsageError as exc:
-        try:
-            fail(usage_line(exc))
-        except typer.Exit as exit_:
-            code = exit_.exit_code
-    except ClickException as exc:  # (click's other errors: a file it could not open)
-        exc.show()
-        code = exc.exit_code
-    sys.exit(code if isinstance(code, int) else 0)
-
-
-if __name__ == "__main__":  # python -m seqline.orchestration.cli
-    main_command()

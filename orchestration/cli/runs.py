@@ -1,9 +1,8 @@
-"""`seqline runs list|show` and `seqline store rebuild`: what ran, read from the run store."""
+"""`seqline runs list|show`: what ran, read from the run store, as tables or JSON."""
 
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -12,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 
-from seqline.orchestration.console import (
+from seqline.orchestration.cli.console import (
     Column,
     console,
     format_count,
@@ -21,37 +20,25 @@ from seqline.orchestration.console import (
     format_time,
     print_table,
 )
-from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import (
+from seqline.orchestration.cli.options import (
     AsJson,
     RootUrl,
     Store,
     Wide,
-    fail,
     no_run,
     opened,
     print_json,
-    say,
 )
-from seqline.orchestration.store import RunStore
-from seqline.pipeline.errors import ConfigError, RunNotFound, SeqlineError
+from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.store import RunNotFound, RunStore
+from seqline.orchestration.store.statuses import RunStatus
+from seqline.pipeline.errors import SeqlineError
 from seqline.pipeline.storage import open_root
 
-__all__ = ["run_document", "runs_app", "store_app"]
+__all__ = ["run_document", "runs_app"]
 
 runs_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                        help="What ran, when, with what, and how it went (the run store).")
-store_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                        help="The run store itself.")
-
-
-class Status(StrEnum):
-    queued = "queued"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    interrupted = "interrupted"
-    cancelled = "cancelled"
 
 
 @runs_app.callback()
@@ -59,17 +46,12 @@ def runs_main() -> None:
     """What ran, when, with what, and how it went (the run store)."""
 
 
-@store_app.callback()
-def store_main() -> None:
-    """The run store itself (a group even with one command, so `store rebuild` stays)."""
-
-
 @runs_app.command("list")
 def list_command(
     root: RootUrl = str(DEFAULT_ROOT),
     store: Store = DEFAULT_STORE,
     pipeline: Annotated[str | None, typer.Option(help="Only this pipeline's runs.")] = None,
-    status: Annotated[Status | None, typer.Option(help="Only runs in this status.")] = None,
+    status: Annotated[RunStatus | None, typer.Option(help="Only runs in this status.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
     wide: Wide = False,
     as_json: AsJson = False,
@@ -101,13 +83,10 @@ def show_command(
         runs.reap_interrupted()
         try:
             run = runs.show_run(run_id)
-            if events:
-                run["events"] = runs.events_of(run_id)
-        except ConfigError as exc:
-            if not isinstance(exc, RunNotFound) and not str(exc).startswith(
-                    f"no run {run_id!r} in the run store"):
-                raise
+        except RunNotFound:
             no_run(run_id, root, store)
+        if events:
+            run["events"] = runs.events_of(run_id)
     if as_json:
         print_json(run)
         return
@@ -118,22 +97,6 @@ def show_command(
     for stage in run["stages"]:
         if stage["evaluation"]:
             _print_evaluation(out, stage["name"], stage["evaluation"], wide)
-
-
-@store_app.command("rebuild")
-def rebuild_command(root: RootUrl = str(DEFAULT_ROOT),
-                    store: Store = DEFAULT_STORE) -> None:
-    """Recreate the store's rows from ROOT/runs/*/run.json and the stage manifests."""
-    try:
-        runs_folder = open_root(root) / "runs"
-    except SeqlineError as exc:
-        fail(str(exc))
-    if not runs_folder.exists():  # a typo in --root: no empty store made there
-        fail(f"no runs under {runs_folder}; pass the --root the runs were written under")
-    with opened(root, store, create=True) as runs:
-        added = runs.rebuild(root)
-        url = runs.url
-    say(f"indexed {added} run(s) from {str(root).rstrip('/')}/runs into {url}")
 
 
 def run_document(root: str, store: str | None, run_id: str) -> dict[str, Any] | None:

@@ -1,17 +1,20 @@
-"""`seqline schedule add|list|show|pause|resume|remove|export`, and the hook for the rest."""
+"""`seqline schedule add|list|show|pause|resume|remove|export`: schedules in the run store,
+as tables fitted to a terminal or as JSON."""
 
 from __future__ import annotations
 
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
-from seqline.orchestration.console import console
-from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import (
+from seqline.orchestration.cli.console import Column, console, format_time, print_table
+from seqline.orchestration.cli.options import (
     AsJson,
     RootUrl,
     RunnerName,
@@ -22,20 +25,15 @@ from seqline.orchestration.options import (
     print_json,
     say,
 )
+from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
 from seqline.orchestration.schedule.airflow import airflow_dag
+from seqline.orchestration.schedule.listing import schedule_detail, schedule_summary
 from seqline.orchestration.schedule.spec import new_schedule
-from seqline.orchestration.schedule.views import (
-    print_detail,
-    print_schedules,
-    schedule_detail,
-    schedule_summary,
-)
-from seqline.orchestration.store import schedules as db
 from seqline.orchestration.store.rows import now
 from seqline.pipeline.errors import SeqlineError
 from seqline.pipeline.storage import open_root
 
-__all__ = ["register", "schedule_app"]
+__all__ = ["schedule_app"]
 
 schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
                            pretty_exceptions_enable=False,
@@ -59,15 +57,6 @@ class Target(StrEnum):
 
 
 Name = Annotated[str, typer.Argument(help="The schedule's name (see `seqline schedule list`).")]
-
-
-def register(app: typer.Typer) -> None:
-    """Add `schedule …`, `scheduler` and `backfill` to the `seqline` app."""
-    from seqline.orchestration.schedule.daemon_cli import backfill, scheduler
-
-    app.add_typer(schedule_app, name="schedule")
-    app.command()(scheduler)
-    app.command()(backfill)
 
 
 @schedule_app.callback()
@@ -107,7 +96,7 @@ def add_command(
             name, pipeline, cron, tz=tz, runner=runner.value, workers=workers,
             overlap=overlap.value, catchup=catchup.value, max_catchup=max_catchup,
             start=start, end=end, at=at)
-        db.add_schedule(runs.engine, schedule)
+        runs.schedules.add_schedule(schedule)
         upcoming = schedule_summary(schedule, at)["next_fire"] or "none (past --end)"
     console().print(f"Schedule {name}: {explanation} ({tz}). Next fire time: {upcoming}. "
                     "Runs start while `seqline scheduler` is running.", markup=False,
@@ -120,7 +109,7 @@ def list_command(root: RootUrl = str(DEFAULT_ROOT), store: Store = DEFAULT_STORE
     """List the schedules with their next fire time."""
     with opened(root, store) as runs:
         at = now()
-        rows = [schedule_summary(s, at) for s in db.list_schedules(runs.engine)]
+        rows = [schedule_summary(s, at) for s in runs.schedules.list_schedules()]
     if as_json:
         print_json(rows)
     else:
@@ -142,7 +131,7 @@ def show_command(
     """Show a schedule: its next fire times and its recorded ticks (newest first)."""
     with opened(root, store) as runs:
         runs.reap_interrupted()
-        detail = schedule_detail(runs.engine, db.get_schedule(runs.engine, name), now(),
+        detail = schedule_detail(runs.schedules, runs.schedules.get_schedule(name), now(),
                                  next_count, ticks)
     if as_json:
         print_json(detail)
@@ -166,8 +155,8 @@ def resume_command(name: Name, root: RootUrl = str(DEFAULT_ROOT),
 
 def _set_paused(name: str, paused: bool, root: str, store: str | None) -> None:
     with opened(root, store) as runs:
-        db.get_schedule(runs.engine, name)  # an unknown name: exit 2, with the closest
-        db.set_paused(runs.engine, name, paused, now())
+        runs.schedules.get_schedule(name)  # an unknown name: exit 2, with the closest
+        runs.schedules.set_paused(name, paused, now())
     say(f"Schedule {name} {'paused' if paused else 'resumed'}.")
 
 
@@ -176,8 +165,8 @@ def remove_command(name: Name, root: RootUrl = str(DEFAULT_ROOT),
                    store: Store = DEFAULT_STORE) -> None:
     """Remove a schedule and its ticks; its runs stay in the run store."""
     with opened(root, store) as runs:
-        db.get_schedule(runs.engine, name)
-        gone = db.delete_schedule(runs.engine, name)
+        runs.schedules.get_schedule(name)
+        gone = runs.schedules.delete_schedule(name)
     say(f"Schedule {name} removed, with its {gone} tick(s); its runs stay.")
 
 
@@ -190,10 +179,39 @@ def export_command(
 ) -> None:
     """Print the schedule as an Airflow DAG file (same cron, zone, catch-up; one run at a time)."""
     with opened(root, store) as runs:  # a bad --root exits 2 here, with one line
-        schedule = db.get_schedule(runs.engine, name)
+        schedule = runs.schedules.get_schedule(name)
     try:
         sys.stdout.write(airflow_dag(schedule, open_root(root), store))
     except SeqlineError as exc:
         fail(str(exc))
 
 
+# The name and whether it is paused are always shown; the rest by priority (console.Column).
+SCHEDULE_COLUMNS = [Column("name"), Column("paused"), Column("next fire (UTC)", 1),
+                    Column("cron", 1), Column("tz", 2), Column("runner", 4),
+                    Column("overlap", 5), Column("catch-up", 5), Column("pipeline", 3)]
+# A tick's run id holds its fire time; the run and both statuses are always shown.
+TICK_COLUMNS = [Column("fire time (UTC)", 1), Column("trigger", 2), Column("status"),
+                Column("run"), Column("run status"), Column("reason", 3)]
+
+
+def print_schedules(out: Console, rows: list[dict[str, Any]], wide: bool = False) -> None:
+    """`schedule list` for a terminal (or a pipe: every column)."""
+    print_table(out, SCHEDULE_COLUMNS, [
+        [r["name"], "yes" if r["paused"] else "", format_time(r["next_fire"]) or "-", r["cron"],
+         r["tz"], r["runner"], r["overlap"], r["catchup"], r["pipeline"]] for r in rows],
+        wide=wide)
+
+
+def print_detail(out: Console, detail: dict[str, Any], wide: bool = False) -> None:
+    """`schedule show` for a terminal: the schedule, its next fire times, its ticks."""
+    grid = Table.grid(padding=(0, 2))
+    for key in ("name", "pipeline", "cron", "explanation", "tz", "paused", "runner",
+                "workers", "overlap", "catchup", "max_catchup", "start", "end", "created"):
+        grid.add_row(key, Text("" if detail[key] is None else str(detail[key])))
+    out.print(grid)
+    print_table(out, [Column("next fire times (UTC)")],
+                [[format_time(fire)] for fire in detail["next"]], wide=wide)
+    print_table(out, TICK_COLUMNS, [
+        [format_time(t["fire_time"]), t["trigger"], t["status"], t["run_id"], t["run_status"],
+         t["reason"]] for t in detail["ticks"]], wide=wide, title="ticks, newest first")

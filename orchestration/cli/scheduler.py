@@ -12,9 +12,8 @@ from typing import Annotated
 
 import typer
 
-from seqline.orchestration.console import Column, console, format_time, print_table
-from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.options import (
+from seqline.orchestration.cli.console import Column, console, format_time, print_table
+from seqline.orchestration.cli.options import (
     AsJson,
     RootUrl,
     Store,
@@ -24,13 +23,14 @@ from seqline.orchestration.options import (
     output,
     print_json,
 )
+from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
 from seqline.orchestration.schedule.backfill import Backfill
 from seqline.orchestration.schedule.daemon import LeaseLost, Scheduler
 from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
-from seqline.orchestration.schedule.runs import HOST
 from seqline.orchestration.schedule.times import parse_time
-from seqline.orchestration.store import schedules as db
+from seqline.orchestration.store.liveness import HOST
 from seqline.orchestration.store.rows import iso, now
+from seqline.orchestration.store.statuses import RunStatus, TickStatus
 from seqline.pipeline.errors import SeqlineError
 from seqline.pipeline.storage import Folder, open_root
 
@@ -89,7 +89,7 @@ def scheduler(
         launcher = ProcessLauncher(where, store, folder)
         daemon = Scheduler(runs, launcher, log=log)
         daemon.acquire()  # a second scheduler: LeaseHeld, exit 2 (see `opened`)
-        active = [s for s in db.list_schedules(runs.engine) if not s.paused]
+        active = [s for s in runs.schedules.list_schedules() if not s.paused]
         log(f"scheduler started on {HOST} (pid {os.getpid()}) for the run store at "
             f"{runs.url}: {len(active)} active schedule(s); run logs in {folder}")
         try:
@@ -123,7 +123,7 @@ def backfill(
     where = _root(root)
     folder = logs_folder(where, logs)
     with opened(root, store) as runs:
-        schedule = db.get_schedule(runs.engine, name)
+        schedule = runs.schedules.get_schedule(name)
         first = parse_time(start, schedule.tz, "--from")
         last = parse_time(end, schedule.tz, "--to")
         launcher = ProcessLauncher(where, store, folder)
@@ -132,7 +132,7 @@ def backfill(
         except KeyboardInterrupt:
             fail("backfill stopped: launched runs go on; run the same command again to "
                  "launch the rest.", 130)
-    rows = [{"fire_time": iso(t.fire_time), "run_id": t.run_id if t.status == "launched"
+    rows = [{"fire_time": iso(t.fire_time), "run_id": t.run_id if t.status == TickStatus.launched
              else None, "status": t.status, "run_status": state, "reason": t.reason}
             for t, state in outcome]
     if as_json:
@@ -141,8 +141,9 @@ def backfill(
         print_table(console(), OUTCOME_COLUMNS, [
             [format_time(r["fire_time"]), r["run_id"], r["run_status"], r["status"], r["reason"]]
             for r in rows], wide=wide, title=f"backfill {name}")
-    if any(r["run_status"] != "succeeded" for r in rows if r["status"] == "launched") or \
-            any(r["status"] == "failed" for r in rows):
+    if any(r["run_status"] != RunStatus.succeeded for r in rows
+           if r["status"] == TickStatus.launched) \
+            or any(r["status"] == TickStatus.failed for r in rows):
         raise typer.Exit(1)
 
 

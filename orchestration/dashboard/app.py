@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from sqlalchemy import Engine
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -18,14 +16,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from seqline.orchestration.api import store_url
-from seqline.orchestration.dashboard import api, pages, queries
-from seqline.orchestration.dashboard.cache import LiveCache
+from seqline.orchestration.dashboard import json_routes, pages
 from seqline.orchestration.dashboard.context import GZIPPED, Dashboard
 from seqline.orchestration.dashboard.live import Watchers
+from seqline.orchestration.dashboard.memo import LiveCache
 from seqline.orchestration.dashboard.metrics import StoreCollector
 from seqline.orchestration.dashboard.security import SafetyMiddleware, is_loopback
-from seqline.orchestration.store import DB_FILE, RunStore
-from seqline.orchestration.store.engine import make_engine
+from seqline.orchestration.store import RunReader, RunStore, ScheduleStore, sqlite_url
 from seqline.pipeline.storage import Folder, open_root
 
 __all__ = ["allowed_hosts", "create_app", "store_of"]
@@ -41,7 +38,7 @@ def store_of(root: Folder, url: str | None) -> str:
     """
     base, found = store_url(root, url)  # the run's rule, one place
     RunStore.open(base, found).close()
-    return found or f"sqlite:///{Path(base).resolve() / DB_FILE}"
+    return found or sqlite_url(base)
 
 
 def allowed_hosts(host: str, extra: list[str] | None = None) -> list[str]:
@@ -66,7 +63,7 @@ def create_app(root: Folder | str, url: str | None = None, *, token: str | None 
     """The dashboard over the run store of `root` (or `url`).
 
     The store is opened (and migrated to head) once here, as every seqline command does;
-    after that the app reads it through an engine whose connections refuse writes.
+    after that the app reads it through a RunReader whose connections refuse writes.
 
     Args:
         root: the artifact root, a folder or an fsspec URL (manifests and dead letters are
@@ -84,20 +81,21 @@ def create_app(root: Folder | str, url: str | None = None, *, token: str | None 
     """
     root = open_root(root)
     pages.compile_templates()
-    engine = queries.make_read_only(make_engine(store_of(root, url)))
-    watchers = Watchers(lambda run_id: _stamp(engine, run_id),
+    reader = RunReader.read_only(store_of(root, url))
+    watchers = Watchers(reader.run_stamp,
                         lambda run_id, view, version: pages.snapshot(dashboard, run_id, view,
                                                                      version))
-    dashboard = Dashboard(root=root, engine=engine, watchers=watchers, cache=LiveCache())
+    dashboard = Dashboard(root=root, reader=reader, schedules=ScheduleStore(reader.engine),
+                          watchers=watchers, cache=LiveCache())
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(engine))
+    registry.register(StoreCollector(reader))
 
     def metrics(request: Request) -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST,
                         headers={"Cache-Control": "no-store"})
 
     app = Starlette(
-        routes=[*pages.routes, *api.routes, Route("/metrics", metrics, middleware=GZIPPED),
+        routes=[*pages.routes, *json_routes.routes, Route("/metrics", metrics, middleware=GZIPPED),
                 Mount("/static", StaticFiles(directory=STATIC), name="static",
                       middleware=GZIPPED)],
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts or LOOPBACK_NAMES),
@@ -106,7 +104,3 @@ def create_app(root: Folder | str, url: str | None = None, *, token: str | None 
     app.state.dashboard = dashboard
     return app
 
-
-def _stamp(engine: Engine, run_id: str) -> tuple[Any, ...] | None:
-    with engine.connect() as conn:
-        return queries.run_stamp(conn, run_id)

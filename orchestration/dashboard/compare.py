@@ -6,7 +6,7 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
-from seqline.orchestration.dashboard import files, queries
+from seqline.orchestration.dashboard import files
 from seqline.orchestration.dashboard.context import Dashboard
 
 __all__ = ["flat", "run_compare_view"]
@@ -25,12 +25,12 @@ def run_compare_view(dash: Dashboard, run_id: str, other: str | None) -> dict[st
         HTTPException: 404 when either run is unknown, or A has no earlier run to compare
             with and none was named.
     """
-    a = dash.found(queries.run_page, run_id)
-    other = other or dash.read(queries.previous_run, run_id)
+    a = dash.found(dash.reader.run_page, run_id)
+    other = other or dash.reader.previous_run(run_id)
     if not other:
         raise HTTPException(404, "no earlier run of this pipeline to compare with; "
                                  "name one with ?with=RUN_ID")
-    b = dash.found(queries.run_page, other)
+    b = dash.found(dash.reader.run_page, other)
     names = [s["name"] for s in a["stages"]]
     names += [s["name"] for s in b["stages"] if s["name"] not in names]
     by_name = [{s["name"]: s for s in run["stages"]} for run in (a, b)]

@@ -1,4 +1,4 @@
-"""What every handler needs: the artifact root, a read-only store engine, the live watchers."""
+"""What every handler needs: the artifact root, the store's reads, the live watchers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -15,10 +14,10 @@ from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 
-from seqline.orchestration.dashboard import queries
-from seqline.orchestration.dashboard.cache import LiveCache, Memo
 from seqline.orchestration.dashboard.live import Watchers
+from seqline.orchestration.dashboard.memo import LiveCache, Memo
 from seqline.orchestration.dashboard.series import SampleCache
+from seqline.orchestration.store import RunReader, ScheduleStore
 from seqline.pipeline.storage import Folder
 
 __all__ = ["GZIPPED", "Dashboard", "dashboard_of", "page_number"]
@@ -41,7 +40,8 @@ class Dashboard:
     """The server's state, built once by `create_app` (handlers only read it)."""
 
     root: Folder  # a local Path, or a storage.Location for an object-store root
-    engine: Engine
+    reader: RunReader  # every read of the store (its connections refuse writes)
+    schedules: ScheduleStore  # over the same read-only engine
     watchers: Watchers
     cache: LiveCache
     # What a page shows (run_view's or stage_view's dict) per run, view and version: the
@@ -80,18 +80,19 @@ class Dashboard:
         return self.views.get((run_id, name), version, compute)
 
     def run_at(self, run_id: str, version: int | None = None) -> dict[str, Any]:
-        """`queries.run_page` of the run at `version` (None: now), as a copy whose stage
+        """`RunReader.run_page` of the run at `version` (None: now), as a copy whose stage
         dicts a view may add to; a missing run is a 404."""
         if version is None:
-            return self.found(queries.run_page, run_id)
-        run = self.runs.get(run_id, version, lambda: self.found(queries.run_page, run_id))
+            return self.found(self.reader.run_page, run_id)
+        run = self.runs.get(run_id, version,
+                            lambda: self.found(self.reader.run_page, run_id))
         return {**run, "stages": [dict(stage) for stage in run["stages"]]}
 
     def series(self, stages: list[dict[str, Any]]) -> dict[str, Any]:
         """The samples of some stages (run_page's dicts) as chart columns, {name: columns},
         read incrementally (series.SampleCache); read-only, shared."""
-        return self.read(self.charts.series, [(s["stage_run_id"], s["t0"], s["name"])
-                                              for s in stages])
+        return self.charts.series(self.reader, [(s["stage_run_id"], s["t0"], s["name"])
+                                                for s in stages])
 
     def samples_at(self, run: dict[str, Any], version: int | None = None) -> dict[str, Any]:
         """Every stage's samples ({name: columns}) of `run` (run_at's) at `version`; treat
@@ -107,15 +108,10 @@ class Dashboard:
         return run is not None and (stage is None or any(s["name"] == stage
                                                          for s in run["stages"]))
 
-    def read(self, query: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run `query(conn, *args, **kwargs)` on a pooled read-only connection."""
-        with self.engine.connect() as conn:
-            return query(conn, *args, **kwargs)
-
-    def found(self, query: Callable[..., T | None], *args: Any) -> T:
-        """Like `read`, but a missing run or stage is a 404 (ids are never trusted)."""
-        with self.engine.connect() as conn:
-            value = query(conn, *args)
+    def found(self, read: Callable[..., T | None], *args: Any) -> T:
+        """`read(*args)` (a RunReader method), a missing run or stage (None) being a 404:
+        ids in an address are never trusted."""
+        value = read(*args)
         if value is None:
             raise HTTPException(404, "no such run or stage in the run store")
         return value

@@ -9,10 +9,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from seqline.orchestration.dashboard import queries
 from seqline.orchestration.dashboard.context import GZIPPED, dashboard_of, page_number
+from seqline.orchestration.dashboard.page_data import stage_view
 from seqline.orchestration.dashboard.schedules import schedules_view
-from seqline.orchestration.dashboard.views import stage_view
 
 __all__ = ["routes"]
 
@@ -27,15 +26,16 @@ def runs(request: Request) -> JSONResponse:
     """`/api/runs?pipeline=&status=&trigger=&limit=`: as `seqline runs list --json`."""
     q = request.query_params
     limit = q.get("limit", "50")
-    return _json(dashboard_of(request).read(
-        queries.list_runs, pipeline=q.get("pipeline") or None, status=q.get("status") or None,
+    return _json(dashboard_of(request).reader.list_runs_shown(
+        pipeline=q.get("pipeline") or None, status=q.get("status") or None,
         trigger=q.get("trigger") or None,
         limit=min(int(limit), 1000) if limit.isdigit() and int(limit) > 0 else 50))
 
 
 def run(request: Request) -> JSONResponse:
     """`/api/runs/{run_id}`: as `seqline runs show --json` (liveness derived, not written)."""
-    detail = dashboard_of(request).found(queries.run_page, request.path_params["run_id"])
+    dash = dashboard_of(request)
+    detail = dash.found(dash.reader.run_page, request.path_params["run_id"])
     for key in TIME_KEYS:
         detail.pop(key, None)
     for stage in detail["stages"]:
@@ -49,7 +49,7 @@ async def samples(request: Request) -> Response:
     dash, run_id = dashboard_of(request), request.path_params["run_id"]
 
     def answer() -> Response:
-        detail = dash.found(queries.run_page, run_id)
+        detail = dash.found(dash.reader.run_page, run_id)
         return _json({"run_id": detail["run_id"], "status": detail["status"],
                       "t0": detail["t0"], "stages": dash.series(detail["stages"])})
 
@@ -73,10 +73,8 @@ async def stage_samples(request: Request) -> Response:
     dash, run_id = dashboard_of(request), request.path_params["run_id"]
 
     def answer() -> Response:
-        row = dash.found(queries.stage_row, run_id, request.path_params["stage"])
-        t0 = row.started.timestamp() if row.started else None  # as run_page's stage t0
-        found = dash.series([{"stage_run_id": row.id, "t0": t0, "name": row.stage}])
-        return _json({"stage": row.stage, "samples": found[row.stage]})
+        stage = dash.found(dash.reader.stage_of, run_id, request.path_params["stage"])
+        return _json({"stage": stage["name"], "samples": dash.series([stage])[stage["name"]]})
 
     return await dash.live(request, run_id, answer)
 
@@ -84,16 +82,16 @@ async def stage_samples(request: Request) -> Response:
 def history(request: Request) -> JSONResponse:
     """`/api/runs/{run_id}/stages/{stage}/history`: the stage across the pipeline's runs."""
     dash = dashboard_of(request)
-    detail = dash.found(queries.run_page, request.path_params["run_id"])
+    detail = dash.found(dash.reader.run_page, request.path_params["run_id"])
     name = request.path_params["stage"]
     if not any(s["name"] == name for s in detail["stages"]):
         raise HTTPException(404, "no such stage in this run")
-    return _json(dash.read(queries.history, detail["pipeline"], name))
+    return _json(dash.reader.history(detail["pipeline"], name))
 
 
 def schedules(request: Request) -> JSONResponse:
     """`/api/schedules`: each schedule, its next fire times and recent ticks."""
-    return _json(dashboard_of(request).read(schedules_view))
+    return _json(schedules_view(dashboard_of(request).schedules))
 
 
 routes = [

@@ -19,6 +19,8 @@ from typing import Any
 from anyio import to_thread
 from starlette.responses import Response, StreamingResponse
 
+from seqline.orchestration.store.statuses import ENDED
+
 __all__ = ["POLL_SECONDS", "Snapshot", "Watchers"]
 
 log = logging.getLogger("seqline")
@@ -32,7 +34,6 @@ POLL_SECONDS = 1.0
 MIN_PUSH_SECONDS = 1.8
 # A comment line this often keeps proxies from closing a quiet stream.
 KEEPALIVE_SECONDS = 15.0
-ENDED = ("succeeded", "failed", "interrupted", "cancelled")
 
 Snapshot = tuple[str, dict[str, dict[str, list[Any]]]]
 """A view's live HTML and its samples ({stage: columns with "t"}), at one version of a run."""

@@ -13,16 +13,15 @@ from prometheus_client.core import (
     SummaryMetricFamily,
 )
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, func, select
 
 from seqline.components import COMPONENTS
-from seqline.orchestration.dashboard.queries import liveness
-from seqline.orchestration.store.tables import epochs, eval_metrics, runs, samples, stage_runs
+from seqline.orchestration.store import RunReader
+from seqline.orchestration.store.statuses import GOING, StageStatus
+from seqline.orchestration.store.tables import COUNTS
+from seqline.orchestration.store.totals import Totals
 
 __all__ = ["StoreCollector"]
 
-OUTCOMES = ("records_in", "records_out", "filtered", "exploded", "dead_lettered")
-WORKED = ("succeeded", "failed")  # cached and skipped stage runs processed nothing
 PS = ("pipeline", "stage")
 
 
@@ -34,41 +33,17 @@ class StoreCollector(Collector):
     Grafana's `rate()` works on them.
     """
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, reader: RunReader) -> None:
+        self.reader = reader
 
     def collect(self) -> Iterator[Metric]:
-        with self.engine.connect() as conn:
-            run_rows = conn.execute(select(runs.c.pipeline, runs.c.status, runs.c.heartbeat,
-                                           runs.c.started, runs.c.finished, runs.c.host,
-                                           runs.c.pid)).all()
-            stage_rows = conn.execute(
-                select(runs.c.pipeline, stage_runs.c.stage, stage_runs.c.status,
-                       *(stage_runs.c[c] for c in OUTCOMES), stage_runs.c.seconds,
-                       stage_runs.c.waited_input, stage_runs.c.waited_output,
-                       stage_runs.c.id)
-                .join(runs, runs.c.run_id == stage_runs.c.run_id)
-                .where(stage_runs.c.status.in_((*WORKED, "running")))).all()
-            running = [r.id for r in stage_rows if r.status == "running"]
-            newest = _newest_samples(conn, running)
-            latest = _latest_results(conn)
-        yield from _runs(run_rows)
-        yield from _stages(stage_rows, newest)
-        yield from latest
+        totals = self.reader.totals(MODEL_COMPONENTS)
+        yield from _runs(totals.runs)
+        yield from _stages(totals.stages, totals.newest)
+        yield from _latest_results(totals)
 
 
-def _newest_samples(conn: Any, ids: list[int]) -> dict[int, Any]:
-    """The last sample of each running stage run (uses the (stage_run_id, t) index)."""
-    if not ids:
-        return {}
-    last = select(samples.c.stage_run_id, func.max(samples.c.t).label("t")).where(
-        samples.c.stage_run_id.in_(ids)).group_by(samples.c.stage_run_id).subquery()
-    rows = conn.execute(select(samples).join(last, (samples.c.stage_run_id == last.c.stage_run_id)
-                                             & (samples.c.t == last.c.t))).all()
-    return {r.stage_run_id: r for r in rows}
-
-
-def _runs(rows: Sequence[Any]) -> Iterator[Metric]:
+def _runs(rows: Sequence[dict[str, Any]]) -> Iterator[Metric]:
     ended = CounterMetricFamily("seqline_runs", "Runs that ended, by how they ended.",
                                 labels=["pipeline", "status"])
     active = GaugeMetricFamily("seqline_runs_active", "Runs queued or running now.",
@@ -78,20 +53,20 @@ def _runs(rows: Sequence[Any]) -> Iterator[Metric]:
                              labels=["pipeline", "status"])
     counts: dict[tuple[str, str], int] = defaultdict(int)
     newest: dict[tuple[str, str], float] = {}
-    for r in rows:
-        status = liveness(r.status, r.heartbeat, r.started, r.host, r.pid)
-        counts[(r.pipeline, status)] += 1
-        if r.finished is not None and status not in ("queued", "running"):
-            newest[(r.pipeline, status)] = max(newest.get((r.pipeline, status), 0.0),
-                                               r.finished.timestamp())
+    for r in rows:  # statuses as shown: a run whose driver is gone is interrupted
+        key = (r["pipeline"], r["status"])
+        counts[key] += 1
+        if r["finished"] is not None and r["status"] not in GOING:
+            newest[key] = max(newest.get(key, 0.0), r["finished"].timestamp())
     for (pipeline, status), n in sorted(counts.items()):
-        (active if status in ("queued", "running") else ended).add_metric([pipeline, status], n)
+        (active if status in GOING else ended).add_metric([pipeline, status], n)
     for key, t in sorted(newest.items()):
         last.add_metric(list(key), t)
     yield from (ended, active, last)
 
 
-def _stages(rows: Sequence[Any], newest: dict[int, Any]) -> Iterator[Metric]:
+def _stages(rows: Sequence[dict[str, Any]], newest: dict[int, dict[str, Any]]
+            ) -> Iterator[Metric]:
     records = CounterMetricFamily("seqline_records", "Records through a stage, by outcome "
                                   "(in, out, filtered, exploded, dead_lettered).",
                                   labels=[*PS, "outcome"])
@@ -110,23 +85,23 @@ def _stages(rows: Sequence[Any], newest: dict[int, Any]) -> Iterator[Metric]:
     ended: dict[tuple[str, str], int] = defaultdict(int)
     seconds_sum: dict[tuple[str, str], float] = defaultdict(float)
     for r in rows:
-        key = (r.pipeline, r.stage)
-        s = newest.get(r.id)
-        if r.status == "running":  # its counts come when it ends; till then, its last sample
-            counted[(*key, "in")] += s.records_done if s else 0
-            waited[(*key, "input")] += (s.waited_input or 0) if s else 0
-            waited[(*key, "output")] += (s.waited_output or 0) if s else 0
+        key = (r["pipeline"], r["stage"])
+        s = newest.get(r["id"])
+        if r["status"] == StageStatus.running:  # its counts come when it ends; till then,
+            counted[(*key, "in")] += s["records_done"] if s else 0  # its last sample
+            waited[(*key, "input")] += (s["waited_input"] or 0) if s else 0
+            waited[(*key, "output")] += (s["waited_output"] or 0) if s else 0
             if s is not None:
-                flight.add_metric(list(key), s.in_flight or 0)
-                held.add_metric(list(key), s.reorder_held or 0)
-                rate.add_metric(list(key), s.rows_per_s or 0.0)
+                flight.add_metric(list(key), s["in_flight"] or 0)
+                held.add_metric(list(key), s["reorder_held"] or 0)
+                rate.add_metric(list(key), s["rows_per_s"] or 0.0)
             continue
-        for column in OUTCOMES:
-            counted[(*key, column.removeprefix("records_"))] += getattr(r, column) or 0
-        waited[(*key, "input")] += r.waited_input or 0
-        waited[(*key, "output")] += r.waited_output or 0
+        for column in COUNTS:
+            counted[(*key, column.removeprefix("records_"))] += r[column] or 0
+        waited[(*key, "input")] += r["waited_input"] or 0
+        waited[(*key, "output")] += r["waited_output"] or 0
         ended[key] += 1
-        seconds_sum[key] += r.seconds or 0.0
+        seconds_sum[key] += r["seconds"] or 0.0
     for outcome_key, value in sorted(counted.items()):
         records.add_metric(list(outcome_key), value)
     for side_key, value in sorted(waited.items()):
@@ -141,7 +116,7 @@ MODEL_COMPONENTS = tuple(name for name, c in COMPONENTS.items()
                          if c.writes in ("model", "evaluation"))
 
 
-def _latest_results(conn: Any) -> list[Metric]:
+def _latest_results(totals: Totals) -> list[Metric]:
     """Each pipeline's newest evaluation and training epoch: what a model-quality panel plots."""
     value = GaugeMetricFamily("seqline_eval_metric", "The newest evaluation's overall metrics.",
                               labels=[*PS, "metric"])
@@ -149,27 +124,16 @@ def _latest_results(conn: Any) -> list[Metric]:
                                 "its model, else 0.", labels=list(PS))
     trained = GaugeMetricFamily("seqline_train_epoch_metric", "The newest training epoch's "
                                 "metrics (loss, …).", labels=[*PS, "metric"])
-    newest = select(runs.c.pipeline, stage_runs.c.stage, func.max(stage_runs.c.id).label("id")) \
-        .join(runs, runs.c.run_id == stage_runs.c.run_id) \
-        .where(stage_runs.c.status == "succeeded",
-               stage_runs.c.component.in_(MODEL_COMPONENTS)) \
-        .group_by(runs.c.pipeline, stage_runs.c.stage).subquery()
-    picked = conn.execute(select(newest, stage_runs.c.component, stage_runs.c.blessed)
-                          .join(stage_runs, stage_runs.c.id == newest.c.id)).all()
-    by_id = {r.id: r for r in picked}
-    for m in conn.execute(select(eval_metrics).where(
-            eval_metrics.c.stage_run_id.in_(list(by_id)), eval_metrics.c.slice_column.is_(None))):
-        r = by_id[m.stage_run_id]
-        value.add_metric([r.pipeline, r.stage, m.metric], m.value)
-    for r in picked:
-        if r.blessed is not None:
-            blessed.add_metric([r.pipeline, r.stage], 1.0 if r.blessed else 0.0)
-    last = select(epochs.c.stage_run_id, func.max(epochs.c.epoch).label("epoch")).where(
-        epochs.c.stage_run_id.in_(list(by_id))).group_by(epochs.c.stage_run_id).subquery()
-    for e in conn.execute(select(epochs).join(last, (epochs.c.stage_run_id == last.c.stage_run_id)
-                                              & (epochs.c.epoch == last.c.epoch))):
-        r = by_id[e.stage_run_id]
-        for name, number in sorted(e.metrics.items()):
+    by_id = {r["id"]: r for r in totals.models}
+    for m in totals.model_metrics:
+        r = by_id[m["stage_run_id"]]
+        value.add_metric([r["pipeline"], r["stage"], m["metric"]], m["value"])
+    for r in totals.models:
+        if r["blessed"] is not None:
+            blessed.add_metric([r["pipeline"], r["stage"]], 1.0 if r["blessed"] else 0.0)
+    for e in totals.model_epochs:
+        r = by_id[e["stage_run_id"]]
+        for name, number in sorted(e["metrics"].items()):
             if isinstance(number, int | float):
-                trained.add_metric([r.pipeline, r.stage, name], float(number))
+                trained.add_metric([r["pipeline"], r["stage"], name], float(number))
     return [value, blessed, trained]

@@ -8,10 +8,11 @@ from typing import Any
 from starlette.exceptions import HTTPException
 
 from seqline.components import COMPONENTS
-from seqline.orchestration.dashboard import files, queries
+from seqline.orchestration.dashboard import files
 from seqline.orchestration.dashboard.compare import flat
 from seqline.orchestration.dashboard.context import Dashboard
 from seqline.orchestration.dashboard.timeline import RAN, bottleneck, timeline
+from seqline.orchestration.store.statuses import ENDED
 
 __all__ = ["compare_view", "run_view", "stage_view"]
 
@@ -47,8 +48,8 @@ def run_view(dash: Dashboard, run_id: str, version: int | None = None) -> dict[s
         "bottleneck": bottleneck(run["stages"]),
         "verify": files.verify_of(dash.root, run_id),
         "error_place": place.groupdict() if place else None,
-        "ended": run["status"] in queries.ENDED,
-        "previous": dash.read(queries.previous_run, run_id),
+        "ended": run["status"] in ENDED,
+        "previous": dash.reader.previous_run(run_id),
     }
 
 
@@ -85,8 +86,8 @@ def stage_view(dash: Dashboard, run_id: str, name: str, *, shards: int = 0, dead
         "dead_letters": letters,
         "training": _training(stage, manifest, epoch, batches),
         "evaluation": _evaluation(stage, manifest),
-        "history": dash.read(queries.history, run["pipeline"], name),
-        "ended": run["status"] in queries.ENDED,
+        "history": dash.reader.history(run["pipeline"], name),
+        "ended": run["status"] in ENDED,
     }
 
 
@@ -204,7 +205,7 @@ def compare_view(dash: Dashboard, run_id: str, name: str, other: str) -> dict[st
     """
     sides = []
     for rid in (run_id, other):
-        run = dash.found(queries.run_page, rid)
+        run = dash.found(dash.reader.run_page, rid)
         stage = next((s for s in run["stages"] if s["name"] == name), None)
         if stage is None:
             raise HTTPException(404, f"no stage {name!r} in run {rid!r}")

@@ -13,12 +13,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from seqline.orchestration.dashboard import queries
 from seqline.orchestration.dashboard.compare import run_compare_view
 from seqline.orchestration.dashboard.context import GZIPPED, Dashboard, dashboard_of, page_number
 from seqline.orchestration.dashboard.live import Snapshot
+from seqline.orchestration.dashboard.page_data import compare_view, run_view, stage_view
 from seqline.orchestration.dashboard.schedules import schedules_view
-from seqline.orchestration.dashboard.views import compare_view, run_view, stage_view
 from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
 
 __all__ = ["compile_templates", "http_error", "render", "routes", "snapshot"]
@@ -104,10 +103,10 @@ def runs_page(request: Request) -> Response:
     if chosen["status"] not in (None, *RUN_STATUSES) or chosen["trigger"] not in (
             None, *TRIGGERS):
         raise HTTPException(404, "unknown status or trigger")
-    found = dash.read(queries.list_runs, **chosen, limit=200)
-    grid = dash.read(queries.grid, [r["run_id"] for r in found[:GRID_RUNS]])
+    found = dash.reader.list_runs_shown(**chosen, limit=200)
+    grid = dash.reader.grid([r["run_id"] for r in found[:GRID_RUNS]])
     return render("runs.html", runs=found, grid=grid, chosen=chosen,
-                  pipelines=dash.read(queries.pipelines_known), statuses=RUN_STATUSES,
+                  pipelines=dash.reader.pipelines(), statuses=RUN_STATUSES,
                   triggers=TRIGGERS, part=q.get("part"))
 
 
@@ -155,7 +154,7 @@ def run_compare_page(request: Request) -> Response:
 
 def schedules_page(request: Request) -> Response:
     """`/schedules`: next fire times, paused or not, recent ticks with runs or reasons."""
-    return render("schedules.html", **dashboard_of(request).read(schedules_view))
+    return render("schedules.html", **schedules_view(dashboard_of(request).schedules))
 
 
 async def events(request: Request) -> Response:
@@ -164,8 +163,8 @@ async def events(request: Request) -> Response:
     dash = dashboard_of(request)
     run_id, stage = request.path_params["run_id"], request.path_params.get("stage")
     if not dash.knows(run_id, stage):  # an unknown run or stage is a 404, not a stream
-        await run_in_threadpool(dash.found, queries.stage_row if stage else queries.run_exists,
-                                run_id, *([stage] if stage else []))
+        await run_in_threadpool(dash.found, dash.reader.stage_of if stage
+                                else dash.reader.run_exists, run_id, *([stage] if stage else []))
     return dash.watchers.stream(run_id, "run" if stage is None else f"stage/{stage}")
 
 

@@ -14,22 +14,16 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select
-
-from seqline.orchestration.store.tables import samples
+from seqline.orchestration.store import RunReader
+from seqline.orchestration.store.statements import SAMPLE_COLUMNS
 
 __all__ = ["COLUMNS", "MAX_POINTS", "SampleCache"]
 
-COLUMNS = ("t", "records_done", "rows_per_s", "waited_input", "waited_output", "in_flight",
-           "reorder_held")
+COLUMNS = SAMPLE_COLUMNS  # a chart's columns: the sample rows' own, in their order
 # A chart of a long run stays light: at most this many points per stage (every k-th sample).
 MAX_POINTS = 1500
 # Stage runs whose rows are kept: every stage of the runs somebody is looking at.
 KEPT_STAGE_RUNS = 64
-
-_ALL = select(*(samples.c[c] for c in COLUMNS)).where(
-    samples.c.stage_run_id == bindparam("id")).order_by(samples.c.t)
-_AFTER = _ALL.where(samples.c.t > bindparam("after"))
 
 
 class _Rows:
@@ -50,12 +44,12 @@ class SampleCache:
         self._kept: OrderedDict[tuple[int, Any], _Rows] = OrderedDict()
         self._lock = threading.Lock()
 
-    def series(self, conn: Connection, stages: list[tuple[int, Any, str]]
+    def series(self, reader: RunReader, stages: list[tuple[int, Any, str]]
                ) -> dict[str, dict[str, list[Any]]]:
         """Samples of some stage runs as columns a chart can draw.
 
         Args:
-            conn: a read connection.
+            reader: the store's reads (one connection for all the stages).
             stages: (stage_run_id, started, label) each.
 
         Returns:
@@ -64,25 +58,27 @@ class SampleCache:
             MAX_POINTS each (see _thinned: the newest always kept, peaks kept). Shared:
             callers only read them.
         """
-        out = {}
         with self._lock:  # one reader at a time per cache: the rows are appended in place
-            for stage_run_id, started, label in stages:
-                out[label] = self._columns(conn, (stage_run_id, started))
-        return out
+            keys = list(dict.fromkeys((stage_run_id, started) for stage_run_id, started, _
+                                      in stages))
+            kept = {key: self._kept_for(key) for key in keys}
+            # Each stage run's rows after the newest kept (its t): one connection for all.
+            news = reader.sample_rows([(key[0], kept[key].rows[-1][0] if kept[key].rows
+                                        else None) for key in keys])
+            for key, new in zip(keys, news, strict=True):
+                if new or kept[key].columns is None:
+                    kept[key].rows.extend(new)
+                    kept[key].columns = _thinned(kept[key].rows)
+            return {label: kept[(stage_run_id, started)].columns or {}
+                    for stage_run_id, started, label in stages}
 
-    def _columns(self, conn: Connection, key: tuple[int, Any]) -> dict[str, list[Any]]:
+    def _kept_for(self, key: tuple[int, Any]) -> _Rows:
+        """The rows kept for a stage run (made empty when new), now the most recently used."""
         kept = self._kept.pop(key, None) or _Rows()
-        self._kept[key] = kept  # the most recently used last
+        self._kept[key] = kept
         while len(self._kept) > self.size:
             self._kept.popitem(last=False)
-        if kept.rows:
-            new = conn.execute(_AFTER, {"id": key[0], "after": kept.rows[-1][0]}).all()
-        else:
-            new = conn.execute(_ALL, {"id": key[0]}).all()
-        if new or kept.columns is None:
-            kept.rows.extend(tuple(r) for r in new)
-            kept.columns = _thinned(kept.rows)
-        return kept.columns
+        return kept
 
 
 def _thinned(rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:

@@ -7,6 +7,8 @@ import math
 import time
 from typing import Any
 
+from seqline.orchestration.store.statuses import RAN
+
 __all__ = ["RAN", "STATES", "bottleneck", "timeline", "wait_spans"]
 
 WIDTH = 1000  # the SVG's viewBox width; the browser scales it to the page
@@ -19,8 +21,6 @@ MIN_UNITS = 2.0
 NOTE_UNITS = 320
 # A reused stage lasts about 0 s now: drawn this wide so that it can be seen at all.
 MARK_UNITS = 4.0
-# Statuses of stages that did work in this run (not reused, not skipped, not pending).
-RAN = ("succeeded", "failed", "running")
 # The five states a stage's time is drawn in, and the words the legend and tooltips use.
 STATES = {"working": "working", "input": "waiting on input",
           "output": "waiting on output (backpressure)", "reused": "reused (not run now)",
@@ -35,7 +35,7 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> d
     and its reason; a skipped stage a `notrun` bar (or only its reason, if it never started).
 
     Args:
-        run: `queries.run_page`'s object (stages with t0/t1).
+        run: `RunReader.run_page`'s object (stages with t0/t1).
         samples: `Dashboard.series` keyed by stage name (cumulative waits over time).
 
     Returns:

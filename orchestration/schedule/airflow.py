@@ -10,7 +10,7 @@ from sqlalchemy.engine import make_url
 
 from seqline.orchestration.schedule.launch import root_text
 from seqline.orchestration.schedule.times import explain, run_id_for, zone
-from seqline.orchestration.store.schedules import Schedule
+from seqline.orchestration.store import Schedule
 from seqline.pipeline.artifacts import check_run_id
 from seqline.pipeline.storage import Folder, is_remote
 

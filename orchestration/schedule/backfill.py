@@ -11,10 +11,9 @@ from seqline.orchestration.schedule.launch import Launcher
 from seqline.orchestration.schedule.runs import launch_tick, run_going
 from seqline.orchestration.schedule.ticks import due_fire_times
 from seqline.orchestration.schedule.times import run_id_for
-from seqline.orchestration.store import RunStore
-from seqline.orchestration.store import schedules as db
+from seqline.orchestration.store import RunStore, Schedule, Tick
 from seqline.orchestration.store.rows import iso, now
-from seqline.orchestration.store.schedules import Schedule, Tick
+from seqline.orchestration.store.statuses import TickStatus
 from seqline.pipeline.errors import ConfigError
 
 __all__ = ["Backfill", "MAX_FIRE_TIMES", "backfill_ticks"]
@@ -82,44 +81,45 @@ class Backfill:
             Each tick of the range, oldest first, with its run's final status (None: no run,
             or one that never reached the store; see its log).
         """
-        engine = self.store.engine
+        stored = self.store.schedules
         fires = backfill_ticks(schedule, start, end)
-        db.record_ticks(engine, [
+        stored.record_ticks([
             {"schedule": schedule.name, "fire_time": fire, "trigger": "backfill",
-             "status": "queued", "reason": None,
+             "status": TickStatus.queued, "reason": None,
              "run_id": run_id_for(schedule.name, fire, "backfill")} for fire in fires])
         self.log(f"{schedule.name}: backfill of {len(fires)} fire time(s) from "
                  f"{iso(fires[0])} to {iso(fires[-1])}, at most {max_active} at once")
         while True:
             self.store.reap_interrupted()
             mine = self._ticks(schedule, fires)
-            waiting = [t for t in mine if t.status in ("queued", "launching")]
-            going = [t for t in mine if t.status == "launched"
-                     and run_going(engine, t, self.clock())]
+            waiting = [t for t in mine if t.status in (TickStatus.queued, TickStatus.launching)]
+            going = [t for t in mine if t.status == TickStatus.launched
+                     and run_going(stored, t, self.clock())]
             if not waiting and not going:
                 break
             for tick in waiting[:max(0, max_active - len(going))]:
                 self._start(schedule, tick)
             self.sleep(self.poll_s)
         done = self._ticks(schedule, fires)
-        states = db.run_states(engine, [t.run_id for t in done if t.run_id])
-        return [(t, states.get(t.run_id or "") if t.status == "launched" else None)
+        states = stored.run_states([t.run_id for t in done if t.run_id])
+        return [(t, states.get(t.run_id or "") if t.status == TickStatus.launched else None)
                 for t in done]
 
     def _ticks(self, schedule: Schedule, fires: list[datetime]) -> list[Tick]:
-        found = db.ticks_of(self.store.engine, schedule.name, since=fires[0])
+        found = self.store.schedules.ticks_of(schedule.name, since=fires[0])
         return sorted((t for t in found if t.trigger == "backfill" and t.fire_time <= fires[-1]),
                       key=lambda t: t.fire_time)
 
     def _start(self, schedule: Schedule, tick: Tick) -> None:
         """Launch a waiting tick, unless its run id is already in the store."""
-        engine = self.store.engine
-        if tick.run_id and db.run_states(engine, [tick.run_id]):
+        stored = self.store.schedules
+        if tick.run_id and stored.run_states([tick.run_id]):
             # A backfill killed after launching, before saying so; or an older run with
             # this id (the schedule removed and added again): never a second run of an id.
-            status = "launched" if tick.status == "launching" else "skipped"
-            db.update_tick(engine, tick.id, status=status, reason=f"run {tick.run_id} is "
-                           "already in the run store")
+            status = TickStatus.launched if tick.status == TickStatus.launching \
+                else TickStatus.skipped
+            stored.update_tick(tick.id, status=status, reason=f"run {tick.run_id} is "
+                               "already in the run store")
             return
-        db.update_tick(engine, tick.id, status="launching")  # a kill from here: relaunched
-        launch_tick(engine, self.launcher, schedule, tick, self.clock(), self.log)
+        stored.update_tick(tick.id, status=TickStatus.launching)  # a kill from here: relaunched
+        launch_tick(stored, self.launcher, schedule, tick, self.clock(), self.log)

@@ -11,15 +11,14 @@ from datetime import datetime, timedelta
 from sqlalchemy.exc import OperationalError
 
 from seqline.orchestration.schedule.launch import Launcher
-from seqline.orchestration.schedule.runs import HOST, launch_tick, run_going
+from seqline.orchestration.schedule.runs import launch_tick, run_going
 from seqline.orchestration.schedule.ticks import decide, due_fire_times, first_after
 from seqline.orchestration.schedule.times import next_fire_times, run_id_for
-from seqline.orchestration.store import RunStore
-from seqline.orchestration.store import schedules as db
-from seqline.orchestration.store.liveness import pid_alive
+from seqline.orchestration.store import RunStore, Schedule, ScheduleNotFound, Tick
+from seqline.orchestration.store.liveness import HOST, pid_alive
 from seqline.orchestration.store.rows import iso, now
-from seqline.orchestration.store.schedules import Schedule, Tick
-from seqline.pipeline.errors import ConfigError, SeqlineError
+from seqline.orchestration.store.statuses import TickStatus
+from seqline.pipeline.errors import SeqlineError
 
 __all__ = ["LEASE_TTL", "LeaseLost", "Scheduler"]
 
@@ -48,13 +47,13 @@ class Scheduler:
                  clock: Callable[[], datetime] = now,
                  log: Callable[[str], None] = lambda line: None) -> None:
         """Args:
-            store: the run store (its engine, and the reaper of dead runs).
+            store: the run store (its schedules, and the reaper of dead runs).
             launcher: starts a run (`ProcessLauncher` or, in tests, a stand-in).
             clock: the time now, aware UTC (tests drive it through days).
             log: where each tick's line goes (the CLI: stderr).
         """
         self.store = store
-        self.engine = store.engine
+        self.schedules = store.schedules
         self.launcher = launcher
         self.clock = clock
         self.log = log
@@ -71,18 +70,18 @@ class Scheduler:
             LeaseHeld: another live scheduler holds it (host and pid in the message).
         """
         at = self.clock()
-        db.acquire_lease(self.engine, HOST, os.getpid(), self.token, at, LEASE_TTL,
-                         lambda host, pid: host == HOST and not pid_alive(pid))
+        self.schedules.acquire_lease(HOST, os.getpid(), self.token, at, LEASE_TTL,
+                                     lambda host, pid: host == HOST and not pid_alive(pid))
         self.renewed = at
 
     def release(self) -> None:
         """Give the lease up, so that a successor starts at once."""
-        db.release_lease(self.engine, self.token)
+        self.schedules.release_lease(self.token)
 
     def _renew(self, at: datetime) -> None:
         if self.renewed is not None and at - self.renewed < RENEW_EVERY:
             return
-        if not db.renew_lease(self.engine, self.token, at, LEASE_TTL):
+        if not self.schedules.renew_lease(self.token, at, LEASE_TTL):
             raise LeaseLost("this scheduler lost the run store's lease to another one (it "
                             f"stalled over {LEASE_TTL.total_seconds():.0f} s); stopping.")
         self.renewed = at
@@ -99,13 +98,13 @@ class Scheduler:
         at = at or self.clock()
         self._renew(at)
         self.store.reap_interrupted()  # a run whose driver died no longer counts as going
-        pending = db.ticks_with_status(self.engine, ("launching", "queued"))
+        pending = self.schedules.ticks_with_status((TickStatus.launching, TickStatus.queued))
         for tick in pending:
-            if tick.status == "launching":
+            if tick.status == TickStatus.launching:
                 self._relaunch(tick, at)
-        queued = {t.schedule for t in pending if t.status == "queued"}
+        queued = {t.schedule for t in pending if t.status == TickStatus.queued}
         known, self.next_due = self.next_due, {}  # removed and paused schedules drop out
-        for schedule in db.list_schedules(self.engine):
+        for schedule in self.schedules.list_schedules():
             if schedule.paused:
                 continue
             if schedule.name in queued:
@@ -156,19 +155,19 @@ class Scheduler:
 
     def _fire(self, schedule: Schedule, at: datetime) -> None:
         """Record this schedule's due fire times as ticks, then launch the ones to run."""
-        last = db.latest_tick(self.engine, schedule.name)
+        last = self.schedules.latest_tick(schedule.name)
         after = first_after(schedule, last.fire_time if last else None)
         due = due_fire_times(schedule, after, at)
         if due:
             decisions = decide(schedule, due, at, self._running(schedule, at))
-            db.record_ticks(self.engine, [
+            self.schedules.record_ticks([
                 {"schedule": schedule.name, "fire_time": d.fire_time, "trigger": "schedule",
                  "status": d.status, "reason": d.reason,
                  "run_id": run_id_for(schedule.name, d.fire_time, "schedule")}
                 for d in decisions])
-            recorded = db.ticks_of(self.engine, schedule.name, since=due[0])
+            recorded = self.schedules.ticks_of(schedule.name, since=due[0])
             for tick in reversed(recorded):  # oldest first: catch-up runs go in order
-                if tick.trigger == "schedule" and tick.status == "launching":
+                if tick.trigger == "schedule" and tick.status == TickStatus.launching:
                     self._launch(schedule, tick, at)
                 elif tick.trigger == "schedule":
                     self._say(tick)
@@ -180,34 +179,35 @@ class Scheduler:
         """Launch the oldest queued tick once the schedule's previous run has ended."""
         if schedule.overlap != "allow" and self._running(schedule, at) is not None:
             return
-        queued = db.ticks_with_status(self.engine, ("queued",), name=schedule.name)
+        queued = self.schedules.ticks_with_status((TickStatus.queued,), name=schedule.name)
         if queued:
-            db.update_tick(self.engine, queued[0].id, status="launching")
+            self.schedules.update_tick(queued[0].id, status=TickStatus.launching)
             self._launch(schedule, queued[0], at)
 
     def _running(self, schedule: Schedule, at: datetime) -> str | None:
         """The run id of the schedule's previous run if it is still going, else None."""
-        tick = db.latest_tick(self.engine, schedule.name, statuses=("launched",))
-        return tick.run_id if tick is not None and run_going(self.engine, tick, at) else None
+        tick = self.schedules.latest_tick(schedule.name, statuses=(TickStatus.launched,))
+        return tick.run_id if tick is not None and run_going(self.schedules, tick, at) \
+            else None
 
     def _relaunch(self, tick: Tick, at: datetime) -> None:
         """A tick left `launching` by a scheduler that died: launch it, unless its run is
         already in the store (the scheduler died after launching, before saying so)."""
-        if tick.run_id and db.run_states(self.engine, [tick.run_id]):
-            db.update_tick(self.engine, tick.id, status="launched", launched=at,
-                           reason="launched by an earlier scheduler process")
+        if tick.run_id and self.schedules.run_states([tick.run_id]):
+            self.schedules.update_tick(tick.id, status=TickStatus.launched, launched=at,
+                                       reason="launched by an earlier scheduler process")
             return
         try:
-            schedule = db.get_schedule(self.engine, tick.schedule)
-        except ConfigError:
+            schedule = self.schedules.get_schedule(tick.schedule)
+        except ScheduleNotFound:
             return  # removed meanwhile: its ticks went with it
         self.log(f"{tick.schedule}: relaunching tick {iso(tick.fire_time)} (recorded by a "
                  "scheduler that stopped before launching it)")
         self._launch(schedule, tick, at)
 
     def _launch(self, schedule: Schedule, tick: Tick, at: datetime) -> None:
-        launch_tick(self.engine, self.launcher, schedule, tick, at, self.log)
+        launch_tick(self.schedules, self.launcher, schedule, tick, at, self.log)
 
     def _say(self, tick: Tick) -> None:
-        if tick.status in ("skipped", "queued"):
+        if tick.status in (TickStatus.skipped, TickStatus.queued):
             self.log(f"{tick.schedule}: tick {iso(tick.fire_time)} {tick.status}: {tick.reason}")

@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine
-
 from seqline.orchestration.schedule.launch import Launcher, LaunchRequest
 from seqline.orchestration.schedule.times import run_id_for
-from seqline.orchestration.store import schedules as db
-from seqline.orchestration.store.liveness import pid_alive
+from seqline.orchestration.store import Schedule, ScheduleStore, Tick
+from seqline.orchestration.store.liveness import HOST, pid_alive
 from seqline.orchestration.store.rows import iso
-from seqline.orchestration.store.schedules import Schedule, Tick
+from seqline.orchestration.store.statuses import GOING, TickStatus
 from seqline.pipeline.errors import ConfigError
 
-__all__ = ["GOING", "HOST", "START_GRACE", "launch_tick", "run_going"]
+__all__ = ["START_GRACE", "launch_tick", "run_going"]
 
-HOST = socket.gethostname()
-GOING = ("queued", "running")
 # A launched run not yet in the store is still starting (`seqline run` takes a second or two
 # to import and record itself); past this, with no pid to check (another host), it is gone.
 START_GRACE = timedelta(seconds=120)
 
 
-def run_going(engine: Engine, tick: Tick, at: datetime) -> bool:
+def run_going(stored: ScheduleStore, tick: Tick, at: datetime) -> bool:
     """Whether a launched tick's run is still going.
 
     Going: in the store as queued or running (the reaper marks a run whose driver died
@@ -33,7 +28,7 @@ def run_going(engine: Engine, tick: Tick, at: datetime) -> bool:
     was launched less than START_GRACE ago (elsewhere).
 
     Args:
-        engine: the store's engine.
+        stored: the store's schedules.
         tick: a `launched` tick.
         at: the time now.
 
@@ -42,7 +37,7 @@ def run_going(engine: Engine, tick: Tick, at: datetime) -> bool:
     """
     if tick.run_id is None:
         return False
-    state = db.run_states(engine, [tick.run_id]).get(tick.run_id)
+    state = stored.run_states([tick.run_id]).get(tick.run_id)
     if state is not None:
         return state in GOING
     if tick.pid is not None and tick.host == HOST:
@@ -50,12 +45,12 @@ def run_going(engine: Engine, tick: Tick, at: datetime) -> bool:
     return at - (tick.launched or tick.recorded) < START_GRACE
 
 
-def launch_tick(engine: Engine, launcher: Launcher, schedule: Schedule, tick: Tick,
+def launch_tick(stored: ScheduleStore, launcher: Launcher, schedule: Schedule, tick: Tick,
                 at: datetime, log: Callable[[str], None]) -> bool:
     """Start a tick's run and record the outcome on the tick (launched, or failed and why).
 
     Args:
-        engine: the store's engine.
+        stored: the store's schedules.
         launcher: starts the run.
         schedule: the tick's schedule.
         tick: the tick, recorded as launching (or queued) with its run id.
@@ -71,11 +66,11 @@ def launch_tick(engine: Engine, launcher: Launcher, schedule: Schedule, tick: Ti
     try:
         pid = launcher(request)
     except (ConfigError, OSError) as exc:
-        db.update_tick(engine, tick.id, status="failed", reason=f"launch failed: {exc}")
+        stored.update_tick(tick.id, status=TickStatus.failed, reason=f"launch failed: {exc}")
         log(f"{schedule.name}: tick {iso(tick.fire_time)} failed to launch: {exc}")
         return False
-    db.update_tick(engine, tick.id, status="launched", run_id=run_id, launched=at, host=HOST,
-                   pid=pid)
+    stored.update_tick(tick.id, status=TickStatus.launched, run_id=run_id, launched=at,
+                       host=HOST, pid=pid)
     log(f"{schedule.name}: tick {iso(tick.fire_time)} launched run {run_id}"
         + (f" (pid {pid})" if pid else ""))
     return True

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from seqline.orchestration.schedule.times import check_cron, parse_time, zone
-from seqline.orchestration.store.schedules import Schedule
+from seqline.orchestration.store import Schedule
 from seqline.orchestration.store.tables import CATCHUP_POLICIES, OVERLAP_POLICIES
 from seqline.pipeline.errors import ConfigError
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from seqline.orchestration.schedule.times import fire_times, run_id_for
-from seqline.orchestration.store.schedules import Schedule
+from seqline.orchestration.store import Schedule
 
 __all__ = ["MISSED_AFTER", "Decision", "decide", "due_fire_times", "first_after"]
 

@@ -1,4 +1,5 @@
-"""Rows to the JSON contract of `seqline runs list --json` / `runs show --json`."""
+"""Rows to the documents of `seqline runs list --json` / `runs show --json` (the JSON contract
+that the dashboard's /api and pages share)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from seqline.orchestration.store.rows import iso
+from seqline.orchestration.store.statuses import COMMITTED
 from seqline.orchestration.store.tables import (
+    COUNTS,
     artifacts,
     epochs,
     eval_metrics,
@@ -21,8 +24,6 @@ from seqline.orchestration.store.tables import (
 )
 
 __all__ = ["cached_stage", "last_stage_run", "run_detail", "run_events", "run_summary"]
-
-COUNTS = ("records_in", "records_out", "filtered", "exploded", "dead_lettered")
 
 
 def run_summary(row: Row[Any]) -> dict[str, Any]:
@@ -172,7 +173,7 @@ class _Details:
 
 
 def cached_stage(conn: Connection, cache_key: str) -> dict[str, Any] | None:
-    """The newest succeeded-or-cached stage run with `cache_key`; see RunStore.find_cached.
+    """The newest committed stage run with `cache_key`; see RunReader.find_cached.
 
     Args:
         conn: a read connection.
@@ -183,7 +184,7 @@ def cached_stage(conn: Connection, cache_key: str) -> dict[str, Any] | None:
         artifacts; None on a miss.
     """
     row = conn.execute(select(stage_runs).where(
-        stage_runs.c.cache_key == cache_key, stage_runs.c.status.in_(("succeeded", "cached")))
+        stage_runs.c.cache_key == cache_key, stage_runs.c.status.in_(COMMITTED))
         .order_by(stage_runs.c.finished.desc(), stage_runs.c.id.desc()).limit(1)).first()
     if row is None:
         return None
@@ -195,13 +196,13 @@ def cached_stage(conn: Connection, cache_key: str) -> dict[str, Any] | None:
 
 
 def last_stage_run(conn: Connection, pipeline: str, stage: str) -> dict[str, Any] | None:
-    """The newest committed run of a pipeline's stage; see RunStore.last_stage_run."""
+    """The newest committed run of a pipeline's stage; see RunReader.last_stage_run."""
     row = conn.execute(
         select(stage_runs.c.id, stage_runs.c.run_id, stage_runs.c.cache_key,
                stage_runs.c.key_parts, stage_runs.c.params, stage_runs.c.seconds)
         .join(runs, runs.c.run_id == stage_runs.c.run_id)
         .where(runs.c.pipeline == pipeline, stage_runs.c.stage == stage,
-               stage_runs.c.status.in_(("succeeded", "cached")))
+               stage_runs.c.status.in_(COMMITTED))
         .order_by(stage_runs.c.finished.desc(), stage_runs.c.id.desc()).limit(1)).first()
     if row is None:
         return None
@@ -210,7 +211,7 @@ def last_stage_run(conn: Connection, pipeline: str, stage: str) -> dict[str, Any
 
 
 def run_events(conn: Connection, run_id: str) -> list[dict[str, Any]]:
-    """A run's events in publishing order; see RunStore.events_of."""
+    """A run's events in publishing order; see RunReader.events_of."""
     rows = conn.execute(select(events).where(events.c.run_id == run_id).order_by(events.c.id))
     # (Row.t is SQLAlchemy's tuple view of the row, not the column: read it by name)
     return [{"t": r._mapping["t"], "stage": r.stage, "kind": r.kind, **r.body} for r in rows]

@@ -32,11 +32,13 @@ MIGRATION_LOCK_ID = 0x5E9_11E
 _BEGIN = "seqline_begin"  # execution option: how a SQLite transaction starts
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, read_only: bool = False) -> Engine:
     """An engine for `url`; on SQLite, every connection gets WAL, a busy timeout and FKs.
 
     Args:
         url: a SQLAlchemy URL, `sqlite:///path` or `postgresql+psycopg://...`.
+        read_only: every connection refuses writes at the database (the dashboard's: defence
+            in depth behind a reader that only SELECTs).
 
     Returns:
         The engine (connections open lazily).
@@ -45,7 +47,18 @@ def make_engine(url: str) -> Engine:
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _configure_sqlite)
         event.listen(engine, "begin", _begin_sqlite)
+    if read_only:
+        statement = ("PRAGMA query_only = ON" if engine.dialect.name == "sqlite"
+                     else "SET default_transaction_read_only = on")
+        event.listen(engine, "connect", lambda dbapi_connection, _record: _execute(
+            dbapi_connection, statement))
     return engine
+
+
+def _execute(dbapi_connection: Any, statement: str) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute(statement)
+    cursor.close()
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:

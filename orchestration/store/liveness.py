@@ -1,8 +1,10 @@
-"""Which running runs lost their driver: a stale heartbeat, or a dead pid on this host."""
+"""The one rule for a run whose driver is gone (a stale heartbeat, or a dead pid on this host),
+applied two ways: readers show such a run as interrupted, the reaper records it so."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import socket
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select, update
@@ -10,32 +12,62 @@ from sqlalchemy import Connection, Engine, select, update
 from seqline.orchestration.processes import pid_alive
 from seqline.orchestration.store.engine import writing
 from seqline.orchestration.store.rows import now
+from seqline.orchestration.store.statuses import RunStatus, StageStatus
 from seqline.orchestration.store.tables import runs, stage_runs
 
-__all__ = ["pid_alive", "reap"]  # pid_alive: re-exported for the store's readers
+__all__ = ["HOST", "INTERRUPTED", "STAGE_INTERRUPTED", "STALE_AFTER_S", "driver_gone",
+           "pid_alive", "reap", "shown_status"]
 
+HOST = socket.gethostname()  # pids are only checked for runs driven from this machine
+# The issue's bound: a run whose driver died shows as interrupted within 30 s, so a driver
+# heartbeats more often than that (the recorder's flush, every 2 s).
+STALE_AFTER_S = 30.0
 INTERRUPTED = ("the run's driver stopped (killed or rebooted) without finishing it; "
                "`seqline run --resume --run-id ID` goes on from its last committed stage")
+STAGE_INTERRUPTED = "interrupted with its run"
 
 
-def reap(engine: Engine, host: str, stale_after_s: float) -> list[str]:
-    """Mark `interrupted` the running runs whose driver is gone; see RunStore.reap_interrupted.
+def driver_gone(heartbeat: datetime | None, started: datetime, host: str | None,
+                pid: int | None, stale_after_s: float = STALE_AFTER_S) -> bool:
+    """Whether a running run's driver is gone.
+
+    Gone: its newest heartbeat (its start, before the first) is older than `stale_after_s`,
+    or it ran on this host and its pid no longer exists.
+
+    Example: (beat 40 s ago, …) -> True; (beat 2 s ago, this host, a live pid) -> False.
+    """
+    stale = (heartbeat or started) < now() - timedelta(seconds=stale_after_s)
+    return stale or (host == HOST and pid is not None and not pid_alive(pid))
+
+
+def shown_status(status: str, heartbeat: datetime | None, started: datetime,
+                 host: str | None, pid: int | None) -> str:
+    """A run's status as readers show it, derived without writing: a `running` run whose
+    driver is gone shows as `interrupted` (what the reaper would record).
+
+    Example: ("running", beat 40 s ago, …) -> "interrupted"; ("failed", …) -> "failed".
+    """
+    if status == RunStatus.running and driver_gone(heartbeat, started, host, pid):
+        return RunStatus.interrupted
+    return status
+
+
+def reap(engine: Engine, stale_after_s: float) -> list[str]:
+    """Mark `interrupted` the running runs whose driver is gone; see RunWriter.reap_interrupted.
 
     Args:
         engine: the store's engine.
-        host: this machine's name (pids are checked only for runs driven from here).
         stale_after_s: how old a heartbeat may be.
 
     Returns:
         The ids of the runs marked interrupted.
     """
-    cutoff = now() - timedelta(seconds=stale_after_s)
     with engine.connect() as conn:
         running = conn.execute(select(runs.c.run_id, runs.c.heartbeat, runs.c.started,
                                       runs.c.host, runs.c.pid)
-                               .where(runs.c.status == "running")).all()
-    gone = [r for r in running if (r.heartbeat or r.started) < cutoff
-            or (r.host == host and r.pid is not None and not pid_alive(r.pid))]
+                               .where(runs.c.status == RunStatus.running)).all()
+    gone = [r for r in running
+            if driver_gone(r.heartbeat, r.started, r.host, r.pid, stale_after_s)]
     if not gone:
         return []
     with writing(engine) as conn:
@@ -48,12 +80,12 @@ def _interrupt(conn: Connection, run: Any) -> bool:
         else runs.c.heartbeat == run.heartbeat
     ended = now()
     done = conn.execute(update(runs).where(
-        runs.c.run_id == run.run_id, runs.c.status == "running", same_beat).values(
-        status="interrupted", finished=ended, error_message=INTERRUPTED))
+        runs.c.run_id == run.run_id, runs.c.status == RunStatus.running, same_beat).values(
+        status=RunStatus.interrupted, finished=ended, error_message=INTERRUPTED))
     if done.rowcount == 0:
         return False
     conn.execute(update(stage_runs).where(
         stage_runs.c.run_id == run.run_id,
-        stage_runs.c.status.in_(("pending", "running"))).values(
-        status="failed", finished=ended, error="interrupted with its run"))
+        stage_runs.c.status.in_((StageStatus.pending, StageStatus.running))).values(
+        status=StageStatus.failed, finished=ended, error=STAGE_INTERRUPTED))
     return True

@@ -1,70 +1,28 @@
-"""The run store: every run, stage run, artifact and metric, in SQLite or PostgreSQL."""
+"""The run store, opened: its reads and writes on one engine, and its schedules."""
 
 from __future__ import annotations
 
-import os
-import socket
-from importlib import metadata as package_metadata
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import func, insert, select, update
-from sqlalchemy.exc import IntegrityError
-
-from seqline.orchestration.store.engine import make_engine, upgrade, writing
-from seqline.orchestration.store.liveness import reap
-from seqline.orchestration.store.rows import now, pipeline_id, upsert_artifact
-from seqline.orchestration.store.tables import (
-    ARTIFACT_ROLES,
-    RUN_STATUSES,
-    STAGE_STATUSES,
-    TRIGGERS,
-    epochs,
-    eval_metrics,
-    events,
-    runs,
-    samples,
-    stage_runs,
-)
-from seqline.orchestration.store.views import (
-    cached_stage,
-    last_stage_run,
-    run_detail,
-    run_events,
-    run_summary,
-)
-from seqline.pipeline.errors import ConfigError, InternalError, RunNotFound
+from seqline.orchestration.store.engine import make_engine, upgrade
+from seqline.orchestration.store.reads import RunReader
+from seqline.orchestration.store.schedules import ScheduleStore
+from seqline.orchestration.store.writes import RunWriter
 from seqline.pipeline.storage import Folder, open_root
 
-__all__ = ["DB_FILE", "RunIdTaken", "RunStore"]
+__all__ = ["DB_FILE", "RunStore", "sqlite_url"]
 
-DB_FILE = "seqline.db"
-HOST = socket.gethostname()
-ENDED = ("succeeded", "failed", "interrupted", "cancelled")
-COUNTS = ("records_in", "records_out", "filtered", "exploded", "dead_lettered")
-# The issue's bound: a run whose driver died shows as interrupted within 30 s, so a driver
-# heartbeats more often than that (the executor's beat, every few seconds).
-STALE_AFTER_S = 30.0
+DB_FILE = "seqline.db"  # a local root's store: <root>/seqline.db
 
 
-class RunIdTaken(ConfigError):
-    """A run with this id is already in the store (CLI exit 2)."""
+def sqlite_url(folder: Path | str) -> str:
+    """The URL of the SQLite store kept in `folder`: `sqlite:////abs/folder/seqline.db`."""
+    return f"sqlite:///{Path(folder).resolve() / DB_FILE}"
 
 
-def _version() -> str | None:
-    try:
-        return package_metadata.version("seqline")
-    except package_metadata.PackageNotFoundError:  # running from a source tree, not installed
-        return None
-
-
-def _expect(value: str | None, allowed: tuple[str, ...], what: str) -> None:
-    if value is not None and value not in allowed:
-        raise ConfigError(f"unknown {what} {value!r}: expected one of {', '.join(allowed)}.")
-
-
-class RunStore:
-    """Runs and what they did, written as they go (each write one short transaction).
+class RunStore(RunReader, RunWriter):
+    """Every run, stage run, artifact and metric, in SQLite or PostgreSQL: the reads
+    (RunReader) and the writes (RunWriter) of one engine, and `schedules` (ScheduleStore).
 
     SQLite (the default, `<root>/seqline.db`, WAL mode so readers never wait on a run) or
     PostgreSQL (`postgresql+psycopg://…`, for teams). The schema is migrated to the newest
@@ -77,9 +35,11 @@ class RunStore:
         Args:
             url: a SQLAlchemy URL (`sqlite:///…` or `postgresql+psycopg://…`).
         """
-        self.engine = make_engine(url)
-        self.url = self.engine.url.render_as_string(hide_password=True)  # safe to print
-        upgrade(self.engine)
+        engine = make_engine(url)
+        upgrade(engine)
+        RunReader.__init__(self, engine)  # both halves keep the same engine and url
+        RunWriter.__init__(self, engine)
+        self.schedules = ScheduleStore(engine)
 
     @classmethod
     def open(cls, root: Path, url: str | None = None) -> RunStore:
@@ -94,416 +54,14 @@ class RunStore:
         """
         if url is None:
             Path(root).mkdir(parents=True, exist_ok=True)
-            url = f"sqlite:///{Path(root).resolve() / DB_FILE}"
+            url = sqlite_url(root)
         return cls(url)
-
-    def close(self) -> None:
-        """Close every pooled connection."""
-        self.engine.dispose()
 
     def __enter__(self) -> RunStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- runs -------------------------------------------------------------------------------
-
-    def create_run(self, run_id: str, pipeline: str, *, pipeline_file: str | None,
-                   fingerprint: str | None, runner: str, options: dict[str, Any],
-                   trigger: str = "manual", status: str = "running") -> None:
-        """Record a new run, started now, by this process on this host.
-
-        Args:
-            run_id: the run's id; the INSERT itself refuses a taken one (no check first, so
-                two processes racing for one id cannot both win).
-            pipeline: the pipeline's name.
-            pipeline_file: its file, if any.
-            fingerprint: a digest of that file, if known.
-            runner: local, beam or ray.
-            options: the runner's options (workers, window, queue, …), as JSON.
-            trigger: manual, schedule, backfill or resume.
-            status: queued or running.
-
-        Raises:
-            RunIdTaken: the id is already in the store.
-            ConfigError: an unknown status or trigger.
-        """
-        _expect(status, RUN_STATUSES, "run status")
-        _expect(trigger, TRIGGERS, "trigger")
-        started = now()
-        try:
-            with writing(self.engine) as conn:
-                conn.execute(insert(runs).values(
-                    run_id=run_id, pipeline=pipeline,
-                    pipeline_id=pipeline_id(conn, pipeline, pipeline_file, fingerprint),
-                    status=status, runner=runner, options=options, trigger=trigger,
-                    started=started, heartbeat=started, host=HOST, pid=os.getpid(),
-                    seqline_version=_version()))
-        except IntegrityError as exc:
-            if self._known(run_id):  # the unique key, not another constraint, refused it
-                raise RunIdTaken(
-                    f"run id {run_id!r} is already used in the run store. Choose another "
-                    "--run-id (or omit it for a fresh one), or add --resume to finish it."
-                ) from exc
-            raise
-
-    def resume_run(self, run_id: str) -> None:
-        """Mark a run running again, driven by this process (trigger becomes `resume`).
-
-        Args:
-            run_id: the run to resume.
-
-        Raises:
-            ConfigError: the store has no such run.
-        """
-        beat = now()
-        with writing(self.engine) as conn:
-            done = conn.execute(update(runs).where(runs.c.run_id == run_id).values(
-                status="running", trigger="resume", finished=None, heartbeat=beat, host=HOST,
-                pid=os.getpid(), error_stage=None, error_seq=None, error_message=None,
-                error_traceback=None))
-        if done.rowcount == 0:
-            raise ConfigError(f"no run {run_id!r} to resume in the run store at {self.url}. "
-                              "Check --run-id and --root/--store (see `seqline runs list`).")
-
-    def heartbeat(self, run_id: str) -> None:
-        """Say the run's driver is alive (call it every few seconds, well under 30 s).
-
-        Args:
-            run_id: the run.
-        """
-        with writing(self.engine) as conn:
-            conn.execute(update(runs).where(runs.c.run_id == run_id).values(heartbeat=now()))
-
-    def finish_run(self, run_id: str, status: str, *, error_stage: str | None = None,
-                   error_seq: int | None = None, error_message: str | None = None,
-                   error_traceback: str | None = None) -> None:
-        """Record how a run ended.
-
-        Args:
-            run_id: the run.
-            status: succeeded, failed, interrupted or cancelled.
-            error_stage: the stage that failed, if any.
-            error_seq: the seq of the record it failed on, if known.
-            error_message: the error, one line.
-            error_traceback: where it happened (the worker's or the driver's traceback).
-
-        Raises:
-            ConfigError: an unknown status.
-            InternalError: no such run.
-        """
-        _expect(status, ENDED, "final run status")
-        ended = now()
-        with writing(self.engine) as conn:
-            done = conn.execute(update(runs).where(runs.c.run_id == run_id).values(
-                status=status, finished=ended, heartbeat=ended, error_stage=error_stage,
-                error_seq=error_seq, error_message=error_message,
-                error_traceback=error_traceback))
-        if done.rowcount == 0:
-            raise InternalError(f"finish_run: no run {run_id!r} in the store; create it first")
-
-    def reap_interrupted(self, stale_after_s: float = STALE_AFTER_S) -> list[str]:
-        """Mark `interrupted` the running runs whose driver is gone.
-
-        A driver is gone when its heartbeat is older than `stale_after_s`, or when it ran on
-        this host and its pid no longer exists. Their unfinished stage runs become failed.
-
-        Args:
-            stale_after_s: how old a heartbeat may be.
-
-        Returns:
-            The ids of the runs marked interrupted.
-        """
-        return reap(self.engine, HOST, stale_after_s)
-
-    def _known(self, run_id: str) -> bool:
-        with self.engine.connect() as conn:
-            found = conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id))
-            return found.first() is not None
-
-    # -- stages -----------------------------------------------------------------------------
-
-    def start_stage(self, run_id: str, stage: str, component: str, *, params: dict[str, Any],
-                    cache_key: str | None, attempt: int = 1, status: str = "running",
-                    reason: str | None = None, key_parts: dict[str, Any] | None = None) -> int:
-        """Record a stage run that starts now (or, `pending`, that will: see `begin_stage`).
-
-        Args:
-            run_id: its run.
-            stage: the stage's name in the pipeline.
-            component: its component (ingest, preprocess, …).
-            params: its parameters, as JSON.
-            cache_key: its cache key, if it has one.
-            attempt: 1, then 2, … for retries.
-            status: running, or pending for a stage that waits for its turn.
-            reason: why it runs (the plan's reason), one line.
-            key_parts: what its cache key was made of, for the next plan's reasons.
-
-        Returns:
-            The stage run's id, for the calls below.
-
-        Raises:
-            InternalError: no such run, or this attempt of this stage is already recorded.
-        """
-        _expect(status, ("running", "pending"), "starting stage status")
-        try:
-            with writing(self.engine) as conn:
-                result = conn.execute(insert(stage_runs).values(
-                    run_id=run_id, stage=stage, component=component, status=status,
-                    attempt=attempt, started=now() if status == "running" else None,
-                    params=params, cache_key=cache_key, reason=reason, key_parts=key_parts))
-        except IntegrityError as exc:
-            raise InternalError(f"start_stage: run {run_id!r} is not in the store, or its "
-                                f"stage {stage!r} attempt {attempt} already is") from exc
-        key = result.inserted_primary_key
-        if key is None:  # only for an insert that made no row, which the IntegrityError covers
-            raise InternalError(f"start_stage: no stage run made for {run_id!r}/{stage!r}")
-        return int(key[0])
-
-    def begin_stage(self, stage_run_id: int) -> None:
-        """A pending stage run starts now."""
-        with writing(self.engine) as conn:
-            conn.execute(update(stage_runs).where(stage_runs.c.id == stage_run_id)
-                         .values(status="running", started=now()))
-
-    def finish_stage(self, stage_run_id: int, status: str, *, counts: dict[str, int],
-                     seconds: float, waited_input: float, waited_output: float,
-                     max_in_flight: int, cached_from: str | None = None,
-                     error: str | None = None, block_retries: int | None = None,
-                     reason: str | None = None) -> None:
-        """Record how a stage run ended.
-
-        Args:
-            stage_run_id: from `start_stage`.
-            status: succeeded, failed, cached or skipped.
-            counts: records_in, records_out, filtered, exploded, dead_lettered (any missing
-                stay NULL).
-            seconds: the stage's wall time.
-            waited_input: seconds it waited for input (backpressure upstream).
-            waited_output: seconds it waited for room downstream.
-            max_in_flight: the most blocks it had in flight.
-            cached_from: for a cache hit, the run whose artifact it reused.
-            error: why it failed, one line.
-            block_retries: blocks run again because their worker died.
-            reason: replaces the planned reason when set (a skipped stage: why it did not run).
-
-        Raises:
-            ConfigError: an unknown status or count name.
-            InternalError: no such stage run.
-        """
-        _expect(status, STAGE_STATUSES, "stage status")
-        unknown = sorted(set(counts) - set(COUNTS))
-        if unknown:
-            raise ConfigError(f"unknown counts {unknown}: expected some of {', '.join(COUNTS)}.")
-        values = {"reason": reason} if reason is not None else {}
-        with writing(self.engine) as conn:
-            done = conn.execute(update(stage_runs).where(stage_runs.c.id == stage_run_id).values(
-                status=status, finished=now(), seconds=seconds, waited_input=waited_input,
-                waited_output=waited_output, max_in_flight=max_in_flight,
-                cached_from=cached_from, error=error, block_retries=block_retries,
-                **counts, **values))
-        if done.rowcount == 0:
-            raise InternalError(f"finish_stage: no stage run {stage_run_id} in the store")
-
-    def note_stage(self, run_id: str, stage: str, reason: str) -> None:
-        """Say why a stage's latest attempt stands in this run (kept by a resumed run).
-
-        Args:
-            run_id: the run.
-            stage: the stage's name.
-            reason: one line, e.g. "kept: the interrupted attempt committed it".
-        """
-        latest = select(func.max(stage_runs.c.id)).where(
-            stage_runs.c.run_id == run_id, stage_runs.c.stage == stage).scalar_subquery()
-        with writing(self.engine) as conn:
-            conn.execute(update(stage_runs).where(stage_runs.c.id == latest)
-                         .values(reason=reason))
-
-    def record_artifact(self, stage_run_id: int, role: str, uri: str, kind: str,
-                        records: int | None, bytes: int | None, checksum: str | None) -> None:
-        """Record that a stage run read (`input`) or wrote (`output`) an artifact.
-
-        Args:
-            stage_run_id: from `start_stage`.
-            role: input or output.
-            uri: where the artifact is (a folder path or an fsspec URL).
-            kind: its kind (tfrecord, model, evaluation, …).
-            records: its record count, if it has records.
-            bytes: its size.
-            checksum: a digest of its content, if known.
-
-        Raises:
-            ConfigError: an unknown role.
-        """
-        _expect(role, ARTIFACT_ROLES, "artifact role")
-        row = {"uri": uri, "kind": kind, "records": records, "bytes": bytes,
-               "checksum": checksum}
-        with writing(self.engine) as conn:
-            upsert_artifact(conn, stage_run_id, role, row)
-
-    # -- metrics over time ------------------------------------------------------------------
-
-    def add_samples(self, batch: list[dict[str, Any]]) -> None:
-        """Append a batch of per-second samples in one transaction (one executemany).
-
-        Args:
-            batch: dicts of stage_run_id, t (Unix seconds), records_done, rows_per_s,
-                waited_input, waited_output, in_flight, reorder_held.
-        """
-        if batch:
-            with writing(self.engine) as conn:
-                conn.execute(insert(samples), batch)
-
-    def add_events(self, batch: list[dict[str, Any]]) -> None:
-        """Append a batch of a run's events in one transaction (one executemany).
-
-        Args:
-            batch: dicts of run_id, t (Unix seconds), stage (or None), kind, body (JSON).
-        """
-        if batch:
-            with writing(self.engine) as conn:
-                conn.execute(insert(events), batch)
-
-    def add_epochs(self, stage_run_id: int, rows: list[dict[str, Any]]) -> None:
-        """Record training epochs (train's manifest entries can be passed as they are).
-
-        Args:
-            stage_run_id: the train stage run.
-            rows: dicts with epoch, metrics, and optionally input_wait_seconds and seconds.
-        """
-        if rows:
-            with writing(self.engine) as conn:
-                conn.execute(insert(epochs), [{
-                    "stage_run_id": stage_run_id, "epoch": r["epoch"], "metrics": r["metrics"],
-                    "input_wait_seconds": r.get("input_wait_seconds"),
-                    "seconds": r.get("seconds")} for r in rows])
-
-    def add_eval_metrics(self, stage_run_id: int, metrics: dict[str, float],
-                         slices: dict[str, dict[str, dict[str, float]]], *,
-                         blessed: bool | None = None) -> None:
-        """Record evaluation metrics, overall and per slice, and the blessing.
-
-        Args:
-            stage_run_id: the evaluate stage run.
-            metrics: {metric: value} over all the evaluation data.
-            slices: {column: {value: {metric: value}}}, as evaluate's manifest has them.
-            blessed: whether the model was blessed (None: not decided).
-        """
-        rows = [{"stage_run_id": stage_run_id, "slice_column": None, "slice_value": None,
-                 "metric": m, "value": v} for m, v in metrics.items()]
-        rows += [{"stage_run_id": stage_run_id, "slice_column": column,
-                  "slice_value": str(value), "metric": m, "value": v}
-                 for column, values in slices.items()
-                 for value, by_metric in values.items() for m, v in by_metric.items()]
-        with writing(self.engine) as conn:
-            if rows:
-                conn.execute(insert(eval_metrics), rows)
-            if blessed is not None:
-                conn.execute(update(stage_runs).where(stage_runs.c.id == stage_run_id)
-                             .values(blessed=blessed))
-
-    # -- reading ----------------------------------------------------------------------------
-
-    def find_cached(self, cache_key: str) -> dict[str, Any] | None:
-        """The newest succeeded-or-cached stage run with this cache key (the caller checks
-        its artifact's bytes before reusing it).
-
-        Args:
-            cache_key: the key `start_stage` recorded.
-
-        Returns:
-            stage_run_id, run_id, stage, component, status, cached_from and its output
-            artifacts; None on a miss.
-        """
-        with self.engine.connect() as conn:
-            return cached_stage(conn, cache_key)
-
-    def last_stage_run(self, pipeline: str, stage: str) -> dict[str, Any] | None:
-        """The newest stage run of `pipeline`'s `stage` that committed (ran or was reused),
-        with the parts of its cache key: what the next plan compares with to say why.
-
-        Args:
-            pipeline: the pipeline's name.
-            stage: the stage's name.
-
-        Returns:
-            run_id, stage_run_id, cache_key, key_parts, params, seconds; None if there is none.
-        """
-        with self.engine.connect() as conn:
-            return last_stage_run(conn, pipeline, stage)
-
-    def events_of(self, run_id: str) -> list[dict[str, Any]]:
-        """A run's events in the order they were published.
-
-        Args:
-            run_id: the run.
-
-        Returns:
-            One dict per event: t, stage, kind and the event's own fields.
-        """
-        with self.engine.connect() as conn:
-            return run_events(conn, run_id)
-
-    def list_runs(self, *, pipeline: str | None = None, status: str | None = None,
-                  limit: int = 50) -> list[dict[str, Any]]:
-        """The newest runs first, as `seqline runs list --json` prints them.
-
-        Args:
-            pipeline: only this pipeline's runs.
-            status: only runs in this status.
-            limit: at most this many.
-
-        Returns:
-            One dict per run (run_id, pipeline, status, runner, trigger, started, finished,
-            seconds, host, error).
-
-        Raises:
-            ConfigError: an unknown status or a limit below 1.
-        """
-        _expect(status, RUN_STATUSES, "run status")
-        if limit < 1:
-            raise ConfigError(f"--limit must be at least 1, not {limit}.")
-        query = select(runs).order_by(runs.c.started.desc(), runs.c.run_id.desc()).limit(limit)
-        if pipeline is not None:
-            query = query.where(runs.c.pipeline == pipeline)
-        if status is not None:
-            query = query.where(runs.c.status == status)
-        with self.engine.connect() as conn:
-            return [run_summary(row) for row in conn.execute(query)]
-
-    def show_run(self, run_id: str) -> dict[str, Any]:
-        """One run in full, as `seqline runs show --json` prints it.
-
-        Args:
-            run_id: the run.
-
-        Returns:
-            The run (error, host, options, …) with its stages (counts, waits, cache,
-            artifacts and lineage, epochs, evaluation, earlier attempts).
-
-        Raises:
-            ConfigError: the store has no such run.
-        """
-        with self.engine.connect() as conn:
-            detail = run_detail(conn, run_id)
-        if detail is None:
-            raise RunNotFound(run_id, f"in the run store at {self.url}")
-        return detail
-
-    def samples_of(self, stage_run_id: int) -> list[dict[str, Any]]:
-        """A stage run's samples in time order (what a live dashboard plots).
-
-        Args:
-            stage_run_id: the stage run.
-
-        Returns:
-            One dict per sample, the columns of `add_samples`.
-        """
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(samples).where(samples.c.stage_run_id == stage_run_id)
-                                .order_by(samples.c.t))
-            return [dict(r._mapping) for r in rows]
 
     def rebuild(self, root: Folder | str) -> int:
         """Index the runs under `<root>/runs/` that the store lacks (a lost store, recreated).

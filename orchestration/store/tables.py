@@ -25,9 +25,18 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from seqline.orchestration.store.statuses import (
+    RunStatus,
+    StageStatus,
+    TickStatus,
+    TickTrigger,
+    Trigger,
+)
+
 __all__ = [
     "ARTIFACT_ROLES",
     "CATCHUP_POLICIES",
+    "COUNTS",
     "OVERLAP_POLICIES",
     "RUN_STATUSES",
     "STAGE_STATUSES",
@@ -53,10 +62,15 @@ __all__ = [
 # SQLAlchemy Core, not the ORM: every call is one short statement whose rows become plain JSON
 # dicts (the CLI's and dashboard's contract); an identity map and sessions would only add cost.
 
-RUN_STATUSES = ("queued", "running", "succeeded", "failed", "interrupted", "cancelled")
-STAGE_STATUSES = ("pending", "running", "succeeded", "failed", "cached", "skipped")
-TRIGGERS = ("manual", "schedule", "backfill", "resume")
+# The values each CHECK constraint allows (statuses.py names them; migrations keep frozen
+# copies of these as they were at each revision).
+RUN_STATUSES = tuple(RunStatus)
+STAGE_STATUSES = tuple(StageStatus)
+TRIGGERS = tuple(Trigger)
 ARTIFACT_ROLES = ("input", "output")
+# A stage's account (the ordering contract's accounting): records_in = records_out + filtered
+# + dead_lettered, explode counted apart. Columns of stage_runs, keys of `runs show --json`.
+COUNTS = ("records_in", "records_out", "filtered", "exploded", "dead_lettered")
 
 # Fixed names make constraints the same on SQLite and PostgreSQL, so migrations can name them.
 metadata = MetaData(naming_convention={
@@ -238,11 +252,9 @@ eval_metrics = Table(
 
 OVERLAP_POLICIES = ("skip", "queue", "allow")
 CATCHUP_POLICIES = ("none", "latest", "all")
-# launching: recorded, its run not started yet (a scheduler killed here relaunches it, with the
-# same run id); launched: its `seqline run` process started; queued: waits for the previous
-# run; skipped: no run, `reason` says why; failed: the launch itself failed (reason).
-TICK_STATUSES = ("launching", "launched", "queued", "skipped", "failed")
-TICK_TRIGGERS = ("schedule", "backfill")
+# (statuses.TickStatus says what each status means)
+TICK_STATUSES = tuple(TickStatus)
+TICK_TRIGGERS = tuple(TickTrigger)
 
 schedules = Table(
     "schedules", metadata,

@@ -46,8 +46,7 @@ def test_reads_in_random_batches_add_up_to_one_whole_read(store):
             batch = [t + i for i in range(pace.randint(0, 5))]
             _write(store, stage_run, batch)
         t += 6
-        with store.engine.connect() as conn:
-            got = cache.series(conn, [(a, 1.0, "a"), (b, 1.0, "b")])
+        got = cache.series(store, [(a, 1.0, "a"), (b, 1.0, "b")])
         assert got == {"a": _everything(store, a), "b": _everything(store, b)}
 
 
@@ -56,12 +55,10 @@ def test_a_long_stage_is_thinned_and_still_ends_at_its_newest_sample(store, monk
     stage_run = store.start_stage("r", "a", "ingest", params={}, cache_key=None)
     cache = SampleCache()
     _write(store, stage_run, [float(i) for i in range(15)])
-    with store.engine.connect() as conn:
-        first = cache.series(conn, [(stage_run, 1.0, "a")])["a"]
+    first = cache.series(store, [(stage_run, 1.0, "a")])["a"]
     assert first["t"] == [float(i) for i in range(1, 15, 2)] + [14.0]  # each pair's last
     _write(store, stage_run, [float(i) for i in range(15, 31)])
-    with store.engine.connect() as conn:
-        later = cache.series(conn, [(stage_run, 1.0, "a")])["a"]
+    later = cache.series(store, [(stage_run, 1.0, "a")])["a"]
     assert later["t"] == [float(i) for i in range(3, 31, 4)] + [30.0]  # each 4's last
     assert later["records_done"][-1] == 300
 
@@ -70,11 +67,9 @@ def test_a_reused_stage_run_id_with_another_start_is_read_afresh(store):
     stage_run = store.start_stage("r", "a", "ingest", params={}, cache_key=None)
     cache = SampleCache()
     _write(store, stage_run, [10.0, 11.0])
-    with store.engine.connect() as conn:
-        assert cache.series(conn, [(stage_run, 1.0, "a")])["a"]["t"] == [10.0, 11.0]
+    assert cache.series(store, [(stage_run, 1.0, "a")])["a"]["t"] == [10.0, 11.0]
     with store.engine.begin() as conn:  # the run deleted, its id taken by a later stage run
         conn.execute(samples.delete().where(samples.c.stage_run_id == stage_run))
     _write(store, stage_run, [3.0, 4.0])  # written by a process whose clock is behind
-    with store.engine.connect() as conn:
-        fresh = cache.series(conn, [(stage_run, 2.0, "a")])["a"]  # its own start time
+    fresh = cache.series(store, [(stage_run, 2.0, "a")])["a"]  # its own start time
     assert fresh == _everything(store, stage_run) and fresh["t"] == [3.0, 4.0]

@@ -11,7 +11,6 @@ from seqline.orchestration.schedule.daemon import LEASE_TTL, Scheduler
 from seqline.orchestration.schedule.launch import ProcessLauncher
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.store import RunStore
-from seqline.orchestration.store import schedules as db
 from tests.scheduling import Clock, quick_project
 
 pytestmark = pytest.mark.integration
@@ -57,7 +56,7 @@ def _wait_for_exit(launcher: ProcessLauncher, timeout: float = 120) -> dict[str,
 def test_scheduler_launches_a_real_run_with_its_tick_and_log(folder, store):
     clock = Clock(T0)
     schedule, _ = new_schedule("quick", folder / "quick.yaml", "0 * * * *", at=T0, workers=1)
-    db.add_schedule(store.engine, schedule)
+    store.schedules.add_schedule(schedule)
     launcher = ProcessLauncher(folder / "root", None, folder / "root" / "logs")
     scheduler = Scheduler(store, launcher, clock=clock)
     scheduler.acquire()
@@ -67,7 +66,7 @@ def test_scheduler_launches_a_real_run_with_its_tick_and_log(folder, store):
     [run] = _wait_for_runs(store, 1)
     assert (run["run_id"], run["status"], run["trigger"]) == (
         "quick-20261120T010000Z", "succeeded", "schedule")
-    [tick] = db.ticks_of(store.engine, "quick")
+    [tick] = store.schedules.ticks_of("quick")
     assert (tick.status, tick.run_id) == ("launched", run["run_id"])
     assert tick.pid is not None and tick.pid > 0  # the run's own process: liveness checks it
     log = (folder / "root" / "logs" / "quick-20261120T010000Z.log").read_text()
@@ -77,7 +76,7 @@ def test_scheduler_launches_a_real_run_with_its_tick_and_log(folder, store):
 def test_scheduler_killed_after_launch_then_restarted_makes_exactly_one_run(folder, store):
     clock = Clock(T0)
     schedule, _ = new_schedule("quick", folder / "quick.yaml", "0 * * * *", at=T0, workers=1)
-    db.add_schedule(store.engine, schedule)
+    store.schedules.add_schedule(schedule)
     logs = folder / "root" / "logs"
     first_launcher = ProcessLauncher(folder / "root", None, logs)
 

@@ -11,12 +11,10 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from seqline.orchestration.store import RunStore, current_revision
-from seqline.orchestration.store import schedules as db
+from seqline.orchestration.store import LeaseHeld, RunStore, ScheduleStore, current_revision
 from seqline.orchestration.store import upgrade as upgrade_to
 from seqline.orchestration.store.engine import HEAD_REVISION, make_engine
-from seqline.orchestration.store.schedules import LeaseHeld
-from seqline.orchestration.store.tables import metadata
+from seqline.orchestration.store.tables import metadata, ticks
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
 from tests.unit import test_schedule_daemon as daemon_tests
 from tests.unit.test_schedule_daemon import pipeline, store  # noqa: F401  (fixtures)
@@ -66,22 +64,22 @@ def test_schedules_tick_is_unique_per_schedule_fire_time_and_trigger(store, pipe
     daemon_tests._add(store, pipeline, clock)
     row = {"schedule": "job", "fire_time": T0, "trigger": "schedule", "status": "skipped",
            "reason": "first", "run_id": None}
-    db.record_ticks(store.engine, [row])
-    db.record_ticks(store.engine, [{**row, "reason": "second"}])  # ignored, not an error
-    db.record_ticks(store.engine, [{**row, "trigger": "backfill"}])
-    found = db.ticks_of(store.engine, "job")
+    store.schedules.record_ticks([row])
+    store.schedules.record_ticks([{**row, "reason": "second"}])  # ignored, not an error
+    store.schedules.record_ticks([{**row, "trigger": "backfill"}])
+    found = store.schedules.ticks_of("job")
     assert sorted((t.trigger, t.reason) for t in found) == [("backfill", "first"),
                                                            ("schedule", "first")]
     with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as conn:
-        conn.execute(sa.insert(db.ticks).values(**row, recorded=T0))
+        conn.execute(sa.insert(ticks).values(**row, recorded=T0))
 
 
 def _acquire_after_barrier(url: str, token: str, results, barrier) -> None:
     engine = make_engine(url)
     barrier.wait()
     try:
-        db.acquire_lease(engine, "h", 1, token, datetime.now(UTC), timedelta(seconds=30),
-                         lambda host, pid: False)
+        ScheduleStore(engine).acquire_lease("h", 1, token, datetime.now(UTC),
+                                            timedelta(seconds=30), lambda host, pid: False)
         results.put("won")
     except LeaseHeld as exc:
         results.put(f"refused by {exc.host}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from seqline.orchestration.console import (
+from seqline.orchestration.cli.console import (
     Column,
     fitted_table,
     format_count,

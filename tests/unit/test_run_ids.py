@@ -11,7 +11,7 @@ from seqline.orchestration.api import new_run_id
 from seqline.orchestration.schedule.airflow import airflow_dag
 from seqline.orchestration.schedule.launch import LaunchRequest, ProcessLauncher
 from seqline.orchestration.schedule.times import run_id_for
-from seqline.orchestration.store.schedules import Schedule
+from seqline.orchestration.store import Schedule
 from seqline.pipeline.artifacts import StageArtifact, check_run_id, run_dir
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.storage import open_root

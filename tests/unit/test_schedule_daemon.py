@@ -19,10 +19,8 @@ from seqline.orchestration.schedule.backfill import Backfill
 from seqline.orchestration.schedule.daemon import LEASE_TTL, LeaseLost, Scheduler
 from seqline.orchestration.schedule.launch import LaunchRequest
 from seqline.orchestration.schedule.spec import new_schedule
-from seqline.orchestration.store import RunIdTaken, RunStore
-from seqline.orchestration.store import schedules as db
-from seqline.orchestration.store.schedules import LeaseHeld
-from seqline.orchestration.store.tables import runs
+from seqline.orchestration.store import LeaseHeld, RunIdTaken, RunStore
+from seqline.orchestration.store.tables import runs, ticks
 
 T0 = datetime(2026, 11, 20, 0, 0, tzinfo=UTC)
 PIPELINE = """\
@@ -91,7 +89,7 @@ def pipeline(tmp_path) -> Path:
 
 def _add(store, pipeline, clock, name="job", cron="0 * * * *", **options):
     schedule, _ = new_schedule(name, pipeline, cron, at=clock(), **options)
-    db.add_schedule(store.engine, schedule)
+    store.schedules.add_schedule(schedule)
     return schedule
 
 
@@ -121,7 +119,7 @@ def _next_event(scheduler, launcher):
 
 
 def _ticks(store, name="job"):
-    return list(reversed(db.ticks_of(store.engine, name)))
+    return list(reversed(store.schedules.ticks_of(name)))
 
 
 @pytest.mark.parametrize(("tz", "cron", "first", "days"), [
@@ -173,8 +171,8 @@ def test_scheduler_overlap_policies(store, pipeline, overlap, statuses, most_at_
 def _run_starts(store):
     # The launcher's simulated times, recorded on the ticks (the runs' own start is real time).
     with store.engine.connect() as conn:
-        return conn.execute(sa.select(db.ticks.c.launched).where(
-            db.ticks.c.status == "launched").order_by(db.ticks.c.fire_time)).all()
+        return conn.execute(sa.select(ticks.c.launched).where(
+            ticks.c.status == "launched").order_by(ticks.c.fire_time)).all()
 
 
 @pytest.mark.parametrize(("catchup", "launched", "skipped"), [
@@ -272,8 +270,8 @@ def test_scheduler_lease_of_a_dead_process_is_taken_at_once(store):
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     clock = Clock(T0)
-    db.acquire_lease(store.engine, __import__("socket").gethostname(), int(done.stdout),
-                     "dead", T0, LEASE_TTL, lambda host, pid: False)
+    store.schedules.acquire_lease(__import__("socket").gethostname(), int(done.stdout),
+                                  "dead", T0, LEASE_TTL, lambda host, pid: False)
     _scheduler(store, clock)  # its pid is gone: no need to wait for the expiry
 
 
@@ -292,10 +290,10 @@ def test_scheduler_paused_schedule_records_nothing_and_resumes_without_catch_up(
     _add(store, pipeline, clock, catchup="all")
     scheduler, launcher = _scheduler(store, clock)
     _drive(scheduler, clock, T0 + timedelta(hours=2, minutes=30), launcher)
-    db.set_paused(store.engine, "job", True, clock())
+    store.schedules.set_paused("job", True, clock())
     _drive(scheduler, clock, T0 + timedelta(hours=6, minutes=30), launcher)
     assert len(_ticks(store)) == 2
-    db.set_paused(store.engine, "job", False, clock())
+    store.schedules.set_paused("job", False, clock())
     _drive(scheduler, clock, T0 + timedelta(hours=8, minutes=30), launcher)
     fired = [t.fire_time.hour for t in _ticks(store)]
     assert fired == [1, 2, 7, 8]  # 3:00 to 6:00 were paused: not recorded, not caught up
@@ -306,7 +304,7 @@ def test_scheduler_removed_schedule_takes_its_ticks_and_leaves_its_runs(store, p
     _add(store, pipeline, clock)
     scheduler, launcher = _scheduler(store, clock)
     _drive(scheduler, clock, T0 + timedelta(hours=2, minutes=30), launcher)
-    assert db.delete_schedule(store.engine, "job") == 2
+    assert store.schedules.delete_schedule("job") == 2
     _drive(scheduler, clock, T0 + timedelta(hours=4), launcher)
     assert _ticks(store) == [] and len(store.list_runs()) == 2
 
@@ -331,4 +329,4 @@ def test_backfill_runs_each_fire_time_oldest_first_a_few_at_a_time(store, pipeli
     assert {r["trigger"] for r in store.list_runs()} == {"backfill"}
     again = backfill.run(schedule, start, end, max_active=2)  # done already: nothing new
     assert len(again) == 5 and len(launcher.launched) == 5
-    assert db.ticks_of(store.engine, "job")[0].trigger == "backfill"
+    assert store.schedules.ticks_of("job")[0].trigger == "backfill"

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from seqline.orchestration.schedule.ticks import decide, due_fire_times, first_after
-from seqline.orchestration.store.schedules import Schedule
+from seqline.orchestration.store import Schedule
 
 T0 = datetime(2026, 11, 20, 0, 0, tzinfo=UTC)
 

@@ -20,8 +20,16 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from typer.testing import CliRunner
 
-from seqline.orchestration.runs_cli import runs_app, store_app
-from seqline.orchestration.store import RunIdTaken, RunStore, alembic_config, current_revision
+from seqline.orchestration.cli.runs import runs_app
+from seqline.orchestration.cli.store import store_app
+from seqline.orchestration.store import (
+    Conflict,
+    RunIdTaken,
+    RunNotFound,
+    RunStore,
+    alembic_config,
+    current_revision,
+)
 from seqline.orchestration.store import upgrade as upgrade_to
 from seqline.orchestration.store.engine import HEAD_REVISION, make_engine
 from seqline.orchestration.store.tables import metadata, runs
@@ -182,12 +190,12 @@ class TestStoreContract:
         _new_run(store, "same")
         with pytest.raises(RunIdTaken, match="already used.*--resume"):
             _new_run(store, "same")
-        assert isinstance(RunIdTaken("x"), ConfigError)
+        assert isinstance(RunIdTaken("x"), Conflict)  # not a ConfigError: nothing to fix
 
-    def test_store_show_unknown_run_raises_config_error(self, store):
-        with pytest.raises(ConfigError, match="no run 'nope'"):
+    def test_store_show_unknown_run_raises_run_not_found(self, store):
+        with pytest.raises(RunNotFound, match="no run 'nope'"):
             store.show_run("nope")
-        with pytest.raises(ConfigError, match="to resume"):
+        with pytest.raises(RunNotFound, match="no run 'nope' to resume"):
             store.resume_run("nope")
 
     def test_store_retries_show_the_last_attempt_and_history(self, store):

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from seqline.orchestration.cli import app
-from seqline.orchestration.options import usage_line
+from seqline.orchestration.cli.options import usage_line
 
 
 @pytest.mark.parametrize(("args", "line"), [

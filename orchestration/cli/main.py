@@ -1,0 +1,92 @@
+"""The `seqline` app: its global flags, its commands in the order --help lists them, and the
+console script that prints click's usage errors in seqline's one-line voice."""
+
+from __future__ import annotations
+
+import sys
+from importlib.metadata import version
+from typing import Annotated
+
+import typer
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+from seqline.components.schema import schema_text
+from seqline.orchestration.cli import dashboard, run, runs, schedule, scheduler, store, verify
+from seqline.orchestration.cli.console import UNBOUNDED_WIDTH, out
+from seqline.orchestration.cli.options import fail, output, usage_line
+from seqline.orchestration.environment import quiet_engines
+
+__all__ = ["app", "main_command"]
+
+# Help piped or in a CI log: click's plain text, one line per option and paragraph (rich would
+# box it and cut it to 80 columns, or to COLUMNS). On a terminal, rich's panels.
+PLAIN_HELP: dict = {} if sys.stdout.isatty() else {
+    "rich_markup_mode": None,
+    "context_settings": {"terminal_width": UNBOUNDED_WIDTH, "max_content_width": UNBOUNDED_WIDTH}}
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="seqline: an ML pipeline that keeps every record in source order.",
+                  **PLAIN_HELP)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(f"seqline {version('seqline')}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    show_version: Annotated[bool, typer.Option(
+        "--version", callback=_show_version, is_eager=True,
+        help="Print the installed version and exit.")] = False,
+    quiet: Annotated[bool, typer.Option(
+        "--quiet", "-q", help="Print errors only (the exit code tells the rest).")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Also print the engines' own lines (TensorFlow's C++ logs, "
+                                "absl, Beam, Ray), which are kept out by default.")] = False,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="On an error, print the full Python traceback, not one line (for a "
+                        "bug report).")] = False,
+) -> None:
+    """seqline: an ML pipeline that keeps every record in source order."""
+    output.quiet, output.verbose, output.debug = quiet, verbose, debug
+    out.quiet = quiet
+    quiet_engines(verbose, quiet)  # -q: a retry that succeeded is no error, nor its warning
+
+
+def schema() -> None:
+    """Print the JSON Schema of pipeline files (for editors: VS Code's YAML extension, ...)."""
+    sys.stdout.write(schema_text())
+
+
+# One module per command group (cli/<group>.py), listed in this order by --help.
+app.add_typer(runs.runs_app, name="runs")
+app.add_typer(store.store_app, name="store")
+app.add_typer(schedule.schedule_app, name="schedule")
+app.command()(scheduler.scheduler)
+app.command()(scheduler.backfill)
+app.command()(dashboard.dashboard)
+app.command()(run.run)
+app.command()(schema)
+app.command()(verify.verify)
+
+
+def main_command() -> None:
+    """The `seqline` console script: the app, with click's usage errors (a bad option value,
+    an unknown option or command, a missing argument) in seqline's one-line voice, exit 2."""
+    try:
+        code = app(standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # `seqline` alone (or a group alone): its help
+        exc.show()
+        code = exc.exit_code
+    except UsageError as exc:
+        try:
+            fail(usage_line(exc))
+        except typer.Exit as exit_:
+            code = exit_.exit_code
+    except ClickException as exc:  # (click's other errors: a file it could not open)
+        exc.show()
+        code = exc.exit_code
+    sys.exit(code if isinstance(code, int) else 0)
+
+
