@@ -13,6 +13,7 @@ from seqline.orchestration.cache import artifact_checksum
 from seqline.orchestration.store.engine import writing
 from seqline.orchestration.store.rows import insert_ignoring, pipeline_id, upsert_artifact
 from seqline.orchestration.store.tables import (
+    COUNTS,
     RUN_STATUSES,
     epochs,
     eval_metrics,
@@ -23,8 +24,6 @@ from seqline.pipeline.artifacts import MANIFEST
 from seqline.pipeline.storage import Folder, storage_of
 
 __all__ = ["index_runs"]
-
-COUNTS = ("records_in", "records_out", "filtered", "exploded", "dead_lettered")
 
 
 def index_runs(engine: Engine, root: Folder) -> int:
