@@ -48,16 +48,18 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
         event.listen(engine, "connect", _configure_sqlite)
         event.listen(engine, "begin", _begin_sqlite)
     if read_only:
-        statement = ("PRAGMA query_only = ON" if engine.dialect.name == "sqlite"
-                     else "SET default_transaction_read_only = on")
-        event.listen(engine, "connect", lambda dbapi_connection, _record: _execute(
-            dbapi_connection, statement))
+        event.listen(engine, "connect", _refuse_writes)
     return engine
 
 
-def _execute(dbapi_connection: Any, statement: str) -> None:
+def _refuse_writes(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute(statement)
+    if isinstance(dbapi_connection, sqlite3.Connection):
+        cursor.execute("PRAGMA query_only = ON")
+    else:  # PostgreSQL. Committed: the driver ran the SET in a transaction of its own, and
+        # the pool's rollback would undo it before the connection's first use
+        cursor.execute("SET default_transaction_read_only = on")
+        dbapi_connection.commit()
     cursor.close()
 
 

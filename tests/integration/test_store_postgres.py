@@ -7,6 +7,7 @@ import pytest
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
 from tests.unit.test_store import TestStoreContract as _Contract
 from tests.unit.test_store import real_run, store  # noqa: F401  (fixtures)
+from tests.unit.test_store_reads import TestReads as _Reads
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -20,3 +21,8 @@ def store_url(request, tmp_path) -> str:
 @pytest.mark.integration
 class TestStoreContractOnBothDatabases(_Contract):
     """Every test of the contract, including the run-id race, on both databases."""
+
+
+@pytest.mark.integration
+class TestReadsOnBothDatabases(_Reads):
+    """Every read the CLI and the dashboard make, the read-only engine included, on both."""

@@ -1,0 +1,56 @@
+"""LiveStage: a running stage's figures from its events, and the samples the recorder writes."""
+
+from __future__ import annotations
+
+import time
+
+from seqline.orchestration.events import (
+    BlockRetried,
+    BlocksDone,
+    Occupancy,
+    RecordsConsumed,
+    WaitEnded,
+    WaitStarted,
+)
+from seqline.orchestration.live_stage import PROGRESS, LiveStage
+from seqline.pipeline.stage import Counts
+
+
+def _stage() -> LiveStage:
+    now = time.perf_counter()
+    return LiveStage(7, started=now, sampled=(now - 2.0, 0))
+
+
+def test_a_sample_takes_the_peaks_since_the_last_one_then_resets_them():
+    live = _stage()
+    live.follow(BlocksDone(stage="s", counts=Counts(records_in=512), blocks=4, waited_input=0.5,
+                           waited_output=0.25))
+    live.follow(Occupancy(stage="s", in_flight=6, held=2))
+    live.follow(Occupancy(stage="s", in_flight=3, held=0))
+    row = live.sample(time.perf_counter())
+    assert (row["stage_run_id"], row["records_done"]) == (7, 512)
+    assert (row["in_flight"], row["reorder_held"]) == (6, 2)
+    assert (row["waited_input"], row["waited_output"]) == (0.5, 0.25)
+    assert 200 < row["rows_per_s"] < 300  # 512 records over about 2 s
+    assert set(PROGRESS) < set(row)
+    again = live.sample(time.perf_counter())
+    assert (again["in_flight"], again["reorder_held"]) == (3, 0)  # what is in flight now
+    assert live.max_in_flight == 6
+
+
+def test_a_wait_under_way_counts_until_now_and_a_driver_stages_ended_waits_add_up():
+    live = _stage()
+    live.follow(WaitEnded(stage="s", on="input", seconds=1.0))
+    live.follow(WaitStarted(stage="s", on="output"))
+    waited_in, waited_out = live.waits(time.perf_counter() + 2.0)
+    assert waited_in == 1.0 and 1.9 < waited_out < 2.5
+    live.follow(WaitEnded(stage="s", on="output", seconds=2.0))
+    assert live.waits(time.perf_counter() + 5.0)[1] == 0.0  # ended: runners report its total
+
+
+def test_records_consumed_never_go_back_and_retries_count():
+    live = _stage()
+    live.follow(RecordsConsumed(stage="s", records=100))
+    live.follow(RecordsConsumed(stage="s", records=90))
+    live.follow(BlockRetried(stage="s", block=3, first_seq=384, attempt=2))
+    assert (live.records, live.retries) == (100, 1)
