@@ -3,6 +3,7 @@ each artifact committed when complete, and every fact published as an event."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -12,6 +13,7 @@ from seqline.components import COMPONENTS
 from seqline.orchestration.events import (
     EventBus,
     RunStarted,
+    StageCommitted,
     StageFailed,
     StagePlanned,
     StageReused,
@@ -58,6 +60,18 @@ class RunContext:
     belts: dict[str, Belt[Block]] = field(default_factory=dict)  # by the stage that fills it
     fused: dict[str, tuple[MapTask, Belt[BlockResult]]] = field(default_factory=dict)
     artifacts: dict[str, StageArtifact] = field(default_factory=dict)
+    ended: set[str] = field(default_factory=set)
+    ending: threading.Lock = field(default_factory=threading.Lock)
+
+    def end(self, event: StageCommitted | StageReused | StageFailed | StageSkipped) -> None:
+        """Publish a stage's end, once: a stage that commits while a cancel stops the run
+        (its thread between the manifest and the line's record of it) ends as whichever
+        came first, never as both."""
+        with self.ending:
+            if event.stage in self.ended:
+                return
+            self.ended.add(event.stage)
+        self.bus.publish(event)
 
     def artifact(self, stage: str) -> StageArtifact:
         if stage not in self.artifacts:
@@ -133,7 +147,7 @@ def _reuse(step: Step, run: RunContext) -> None:
     run.line.mark_committed(step.stage, place)
     counts = Counts(m["records_in"], m["records_out"], m["filtered"], m["exploded"],
                     m["dead_lettered"])
-    run.bus.publish(StageReused(stage=step.stage, action=step.action,
+    run.end(StageReused(stage=step.stage, action=step.action,
                                 reused_from=step.reused_from or run.plan.run_id,
                                 took=m["seconds"], counts=counts, seq_min=m["seq_min"],
                                 seq_max=m["seq_max"], path=place, manifest=m))
@@ -193,11 +207,11 @@ def _stop(run: RunContext, exc: BaseException) -> None:
         if run.line.is_committed(step.stage):
             continue
         if step.stage == cause and not cancelled:
-            run.bus.publish(StageFailed(stage=step.stage, message=error_line(exc),
+            run.end(StageFailed(stage=step.stage, message=error_line(exc),
                                         traceback=error_traceback(exc),
                                         seq=exc.seq if isinstance(exc, StageError) else None))
         else:
-            run.bus.publish(StageSkipped(stage=step.stage, reason=_not_run(
+            run.end(StageSkipped(stage=step.stage, reason=_not_run(
                 step, run.plan, cause, exc if cancelled else None)))
     for name, artifact in run.artifacts.items():
         if not run.line.is_committed(name):

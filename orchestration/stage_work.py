@@ -148,7 +148,7 @@ def _commit(step: Step, stage: StageSpec[Any], run: RunContext, artifact: StageA
     path = artifact.commit(manifest)
     if feed is not None:
         feed.close(path)
-    run.bus.publish(StageCommitted(
+    run.end(StageCommitted(
         stage=stage.name, counts=counts, blocks=blocks, seq_min=seq_min, seq_max=seq_max,
         seconds=seconds, waited_input=waited_input, waited_output=waited_output,
         max_in_flight=peak, block_retries=retries, path=path, manifest=manifest))
