@@ -110,11 +110,17 @@ def test_runner_never_has_more_blocks_in_flight_than_the_window(runner_factory, 
 
 
 def test_runner_window_allows_parallel_work(runner_factory, tmp_path):
-    """The converse, so the test above cannot pass by running everything sequentially."""
+    """The converse, so the test above cannot pass by running everything sequentially.
+
+    Each block waits (up to a minute) for a second one to start before it goes on, so two
+    blocks overlap however slowly a loaded machine starts the second worker; a runner that
+    runs one block at a time never gets there, and its spans never overlap.
+    """
     if runner_factory.case in ("beam-in_memory",):
         pytest.skip("in_memory Beam runs one bundle at a time by design")
     runner = runner_factory(workers=2, window=4)
-    _collect(runner, _task("latency:skewed", base_ms=40, log_dir=str(tmp_path)), _blocks(400, 20))
+    _collect(runner, _task("latency:skewed", base_ms=5, log_dir=str(tmp_path), meet=2),
+             _blocks(400, 20))
     assert _max_overlap(tmp_path) == 2
 
 

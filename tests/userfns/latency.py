@@ -22,11 +22,36 @@ def _log_span(log_dir: str | None, first_seq: int, start: float) -> None:
             f.write(f"{first_seq} {start} {time.time()}\n")
 
 
+# How long a block waits for others to start (`meet`) before it gives up and goes on alone:
+# far beyond a worker's start on a loaded machine, and a sequential runner fails the test
+# after one such wait instead of hanging.
+MEET_TIMEOUT_S = 60.0
+
+
+def _meet(log_dir: str, first_seq: int, meet: int) -> None:
+    """Say this block started, then wait until `meet` blocks have (or MEET_TIMEOUT_S passed):
+    blocks that can run at once then do, however slowly the machine starts its workers."""
+    with open(os.path.join(log_dir, f"started-{first_seq}"), "w"):
+        pass
+    deadline = time.monotonic() + MEET_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if sum(name.startswith("started-") for name in os.listdir(log_dir)) >= meet:
+            return
+        time.sleep(0.005)
+
+
 def skewed(batch: pa.RecordBatch, base_ms: float = 1.0, slow_every: int = 20,
-           factor: float = 20.0, seed: int = 0, log_dir: str | None = None) -> pa.RecordBatch:
-    """Sleep a random base latency; about 1 block in `slow_every` sleeps `factor`x longer."""
+           factor: float = 20.0, seed: int = 0, log_dir: str | None = None,
+           meet: int = 0) -> pa.RecordBatch:
+    """Sleep a random base latency; about 1 block in `slow_every` sleeps `factor`x longer.
+
+    With `log_dir`, log the block's span; with `meet` too, first wait for `meet` blocks to
+    have started (see `_meet`).
+    """
     start = time.time()
     first = int(batch.column(SEQ)[0].as_py()) if batch.num_rows else -1
+    if log_dir and meet:
+        _meet(log_dir, first, meet)
     rng = np.random.default_rng([seed, first + 1])
     delay = base_ms * rng.uniform(0.5, 1.5)
     if rng.integers(slow_every) == 0:
