@@ -14,9 +14,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from seqline.components.examples import Batches, load_batches
-from seqline.components.models import is_classifier
-from seqline.components.plan import plan_of
+from seqline.components.batching.examples import Batches, load_batches
+from seqline.components.batching.plan import plan_of
+from seqline.components.train.models import is_classifier
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.params import PARAMS_CONFIG, StageParams, did_you_mean

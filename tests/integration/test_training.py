@@ -200,7 +200,7 @@ def test_training_on_workers_without_ray_is_a_config_error_naming_the_stage(tmp_
 
 
 def test_training_worker_audits_that_disagree_fail_the_stage(tmp_path):
-    from seqline.components.train_workers import merge_audits
+    from seqline.components.train.workers import merge_audits
 
     spec = load_pipeline(example_folder(tmp_path, workers=2) / "pipeline.yaml", COMPONENTS)
     epoch = {"epoch": 0, "seq_digest": "a", "worker_digest": "x",

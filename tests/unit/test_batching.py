@@ -10,8 +10,8 @@ import pytest
 from seqline.components import batching, train
 from seqline.components import stage as new_stage
 from seqline.components.batching import make_plan
-from seqline.components.examples import Batches, load_batches
-from seqline.components.plan import Plan
+from seqline.components.batching.examples import Batches, load_batches
+from seqline.components.batching.plan import Plan
 from seqline.components.train import EpochAudit
 from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.specs import StageContext

@@ -8,10 +8,10 @@ import zlib
 import numpy as np
 import pytest
 
-from seqline.components import examples
-from seqline.components.cutter import Cutter
-from seqline.components.examples import Batches
-from seqline.components.plan import Plan, boundary, hash_is_eval
+from seqline.components.batching import examples
+from seqline.components.batching.cutter import Cutter
+from seqline.components.batching.examples import Batches
+from seqline.components.batching.plan import Plan, boundary, hash_is_eval
 
 WINDOWS = [None, {"length": 3, "stride": 1, "label_offset": 1},
            {"length": 5, "stride": 2, "label_offset": 0}, {"length": 2, "stride": 3,

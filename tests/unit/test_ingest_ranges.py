@@ -17,14 +17,14 @@ import pytest
 
 from seqline.components import ingest
 from seqline.components import stage as new_stage
-from seqline.components.ingest_ranges import (
+from seqline.components.ingest.ranges import (
     _Job,
     _quotes_close_on_every_line,
     _range_block,
     _read_range,
     plan_ranges,
 )
-from seqline.components.readers import Source
+from seqline.components.ingest.readers import Source
 from seqline.pipeline import tfrecord
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.deadletters import ErrorBudget

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from seqline.components.plan import Plan, boundary, hash_is_eval
+from seqline.components.batching.plan import Plan, boundary, hash_is_eval
 
 __all__ = ["Batch", "Batcher", "Cutter"]
 

@@ -17,10 +17,10 @@ import numpy as np
 import tensorflow as tf
 from keras import tree
 
-from seqline.components.cutter import Batch
-from seqline.components.examples import TrainingInput
-from seqline.components.models import ModelSpec
+from seqline.components.batching.cutter import Batch
+from seqline.components.batching.examples import TrainingInput
 from seqline.components.train import EpochAudit, TrainParams
+from seqline.components.train.models import ModelSpec
 from seqline.pipeline.errors import SeqlineError, StageError
 from seqline.pipeline.specs import StageSpec
 

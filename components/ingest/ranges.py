@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.utils import infer_compression
 
-from seqline.components.readers import Part, ReadError, Source, read_source
+from seqline.components.ingest.readers import Part, ReadError, Source, read_source
 from seqline.pipeline.blocks import SEQ, Block, with_seq
 from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import StageError

@@ -1,6 +1,6 @@
 """ingest: read CSV, JSON Lines, Parquet or TFRecord files into blocks, each record with its seq.
 
-On the driver, or on the runner's workers a range of a file each (components/ingest_ranges.py):
+On the driver, or on the runner's workers a range of a file each (components/ingest/ranges.py):
 the same blocks either way.
 """
 
@@ -15,7 +15,7 @@ import fsspec
 import pyarrow as pa
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from seqline.components.ingest_ranges import (
+from seqline.components.ingest.ranges import (
     Range,
     bad_record_error,
     plan_ranges,
@@ -23,7 +23,7 @@ from seqline.components.ingest_ranges import (
     read_parts,
     schema_mismatch,
 )
-from seqline.components.readers import Part, Source
+from seqline.components.ingest.readers import Part, Source
 from seqline.pipeline.blocks import SEQ, recut, seq_of, with_seq
 from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import ConfigError

@@ -12,9 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from seqline.components.examples import StreamedBatches, load_batches, source_feed
-from seqline.components.models import is_classifier
-from seqline.components.plan import Plan
+from seqline.components.batching.examples import StreamedBatches, load_batches, source_feed
+from seqline.components.batching.plan import Plan
 from seqline.components.train import (
     EpochAudit,
     TrainParams,
@@ -22,6 +21,7 @@ from seqline.components.train import (
     model_spec,
     plan_for,
 )
+from seqline.components.train.models import is_classifier
 from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.specs import StageContext, StageResult, StageSpec
 from seqline.pipeline.storage import folder, fspath
@@ -115,7 +115,7 @@ def train_on_worker(stage: StageSpec[TrainParams], run: str, plan: Plan, base_di
     import tensorflow as tf  # noqa: I001 - the strategy must exist before any other TF op
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    from seqline.components import keras_fit
+    from seqline.components.train import keras_fit
 
     keras_fit.seed(stage.params.seed)
     user_dir = Path(base_dir) if Path(base_dir).is_dir() else Path(os.getcwd())

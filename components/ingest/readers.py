@@ -44,7 +44,7 @@ class Source:
     name: str  # as shown to users: the path or URL
     local: bool
     # A piece of the file already read (a worker's byte range, the CSV header prepended);
-    # None: the whole file, read from `name`. See components/ingest_ranges.py.
+    # None: the whole file, read from `name`. See components/ingest/ranges.py.
     data: bytes | None = field(default=None, repr=False)
 
     def open(self) -> IO[bytes]:

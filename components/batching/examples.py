@@ -13,8 +13,8 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from seqline.components.cutter import Batch, Batcher, Cutter
-from seqline.components.plan import Plan, epoch_rng, per_record
+from seqline.components.batching.cutter import Batch, Batcher, Cutter
+from seqline.components.batching.plan import Plan, epoch_rng, per_record
 from seqline.pipeline.artifacts import read_manifest
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.errors import ConfigError, StageError

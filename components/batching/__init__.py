@@ -1,9 +1,9 @@
 """batching: exact-size batches in seq order, windows, a train/eval split by seq, seeded shuffle.
 
-The stage writes a plan (`components/plan.py`), not data: which records are features and
+The stage writes a plan (`batching/plan.py`), not data: which records are features and
 label, where the split is, the windows and the shuffle. Training, evaluation and `seqline
 verify` derive the examples of any epoch from the plan and the stored records, through the
-one cutter (`components/cutter.py`, read by `components/examples.py`).
+one cutter (`batching/cutter.py`, read by `batching/examples.py`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from seqline.components.cutter import Batch, Cutter
-from seqline.components.examples import load_batches, stored_source
-from seqline.components.plan import Plan, plan_of
+from seqline.components.batching.cutter import Batch, Cutter
+from seqline.components.batching.examples import load_batches, stored_source
+from seqline.components.batching.plan import Plan, plan_of
 from seqline.pipeline.audit import SeqDigest, seq_digest
 from seqline.pipeline.blocks import SEQ, Block, seq_of
 from seqline.pipeline.errors import ConfigError, SeqlineError, StageError
