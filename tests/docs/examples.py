@@ -44,6 +44,7 @@ EXITS = re.compile(r"\A# exits with (\d+)")
 TIMED_COLUMNS = {"s", "records/s", "waited in", "waited out"}
 TIMED_TEXT = [
     (re.compile(r"\(\d+(\.\d+)? s\)"), "(… s)"),
+    (re.compile(r"took \d+(\.\d+)? s"), "took … s"),  # a reused stage's earlier time
     (re.compile(r"\b(mae|rmse|mse|accuracy|loss) \d+\.\d+"), r"\1 …"),
     (re.compile(r"pid \d+"), "pid …"),
     # seqline's own frames in a worker traceback: their line numbers move with every edit
@@ -87,14 +88,18 @@ def masked(text: str) -> str:
             if "┃" in line:
                 header = cells
             else:
-                cells = ["…" if i < len(header) and header[i] in TIMED_COLUMNS else c
+                cells = ["…" if i < len(header) and header[i] in TIMED_COLUMNS else _timed(c)
                          for i, c in enumerate(cells)]
             out.append(" | ".join(cells))
             continue
-        for pattern, replacement in TIMED_TEXT:
-            line = pattern.sub(replacement, line)
-        out.append(" ".join(line.split()))
+        out.append(" ".join(_timed(line).split()))
     return "\n".join(out)
+
+
+def _timed(text: str) -> str:
+    for pattern, replacement in TIMED_TEXT:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def environment() -> dict[str, str]:
