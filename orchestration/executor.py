@@ -3,6 +3,7 @@ each artifact committed when complete, and every fact published as an event."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from seqline.orchestration.events import (
 )
 from seqline.orchestration.failures import error_line, error_traceback
 from seqline.orchestration.line import AssemblyLine, Belt
-from seqline.orchestration.plan import RunPlan, Step
+from seqline.orchestration.plan import DAMAGED, RunPlan, Step
 from seqline.orchestration.runners import Runner
 from seqline.orchestration.stage_output import Tally
 from seqline.orchestration.stage_work import map_spec, run_data_stage, run_driver
@@ -35,6 +36,8 @@ from seqline.pipeline.storage import Folder, storage_of
 from seqline.pipeline.tfrecord import schema_from_text
 
 __all__ = ["run_plan"]
+
+log = logging.getLogger(__name__)
 
 # What a followed stage keeps of its newest shards in memory for the trainer, so that the
 # first epoch does not decode what was just encoded (see ShardFeed): enough for the trainer's
@@ -148,14 +151,16 @@ def _reuse(step: Step, run: RunContext) -> None:
     counts = Counts(m["records_in"], m["records_out"], m["filtered"], m["exploded"],
                     m["dead_lettered"])
     run.end(StageReused(stage=step.stage, action=step.action,
-                                reused_from=step.reused_from or run.plan.run_id,
-                                took=m["seconds"], counts=counts, seq_min=m["seq_min"],
-                                seq_max=m["seq_max"], path=place, manifest=m))
+                        reused_from=step.reused_from or run.plan.run_id, took=m["seconds"],
+                        counts=counts, seq_min=m["seq_min"], seq_max=m["seq_max"], path=place,
+                        manifest=m))
 
 
 def _start(step: Step, run: RunContext) -> None:
     """The stage's work on its thread, its input and output connected as the plan says."""
     if step.stale:  # committed before, but to be made again
+        if step.reason.startswith(DAMAGED):  # never trusted: said, removed and made again
+            log.warning("stage %r: %s; making it again", step.stage, step.reason)
         storage_of(run.folder).remove(run.folder / step.stage)
     stage = run.spec.stage(step.stage)
     component = COMPONENTS[stage.component]
@@ -208,8 +213,8 @@ def _stop(run: RunContext, exc: BaseException) -> None:
             continue
         if step.stage == cause and not cancelled:
             run.end(StageFailed(stage=step.stage, message=error_line(exc),
-                                        traceback=error_traceback(exc),
-                                        seq=exc.seq if isinstance(exc, StageError) else None))
+                                traceback=error_traceback(exc),
+                                seq=exc.seq if isinstance(exc, StageError) else None))
         else:
             run.end(StageSkipped(stage=step.stage, reason=_not_run(
                 step, run.plan, cause, exc if cancelled else None)))

@@ -23,7 +23,7 @@ from seqline.pipeline.specs import (
 )
 from seqline.pipeline.storage import Folder
 
-__all__ = ["Action", "Kind", "RunPlan", "Step", "Takes", "plan_run"]
+__all__ = ["DAMAGED", "Action", "Kind", "RunPlan", "Step", "Takes", "plan_run"]
 
 # What a step does now: run the stage; reuse the output of an earlier run with the same cache
 # key; keep what this run's interrupted attempt committed (--resume).
@@ -39,6 +39,8 @@ Takes = Literal["files", "belt", "feed", "artifacts"]
 # Engines whose map stages are batch jobs: a map stage after one that passes every record on
 # runs inside that stage's job (decisions/0040). Elsewhere stages stream into each other.
 FUSING_RUNNERS = ("beam",)
+# The reason of a kept stage whose files no longer match their commit's checksums.
+DAMAGED = "its committed output changed"
 
 
 @dataclass(frozen=True)
@@ -254,7 +256,7 @@ def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: Run
     if stage.name in kept or hit is not None:  # committed, but its blocks are needed again
         return f"runs again to feed `{readers[0]}`: it stores no records to reuse"
     if stage.name in damaged:
-        return f"its committed output changed: {damaged[stage.name]}"
+        return f"{DAMAGED}: {damaged[stage.name]}"
     if options.resume:
         return "the interrupted attempt did not commit it"
     if not options.cache:

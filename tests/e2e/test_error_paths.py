@@ -97,7 +97,7 @@ PATHS = [
     ("unknown run id for verify", None, {}, ["verify", "nosuch", "--root", "root"], 2,
      r"no run 'nosuch' under \S+root"),
     ("unknown run id for resume", GOOD, {}, _run("--resume"), 2,
-     r"no run 'r1' to resume in the run store"),
+     r"no run 'r1' to resume under root/runs; check --run-id and --root"),
     ("bad option value", GOOD, {}, _run("--runner", "spark"), 2, r"Invalid value"),
     ("a secret in a Beam option", GOOD, {}, _run("--runner", "beam", "--beam-option",
                                                  "aws_secret_access_key=x"), 2,

@@ -63,8 +63,8 @@ def test_piped_run_prints_whole_tables_plain_text_and_no_engine_chatter(readings
     for stage in ("read", "examples", "features", "batches", "model", "evaluation"):
         assert stage_rows.count(stage) == 2, stage_rows  # whole, once in each table
     # Each run line whole: the run id and the artifact folder on the same line.
-    assert re.search(r"^Run r1 succeeded on local; artifacts in \S+/root/runs/r1$",
-                     result.stdout, re.M), result.stdout
+    assert re.search(r"^Run r1 succeeded: ran 6 of 6 stages on local; "
+                     r"artifacts in \S+/root/runs/r1$", result.stdout, re.M), result.stdout
 
 
 def test_piped_error_is_one_whole_line(readings):

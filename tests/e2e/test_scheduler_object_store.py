@@ -74,7 +74,8 @@ def test_a_tick_on_an_s3_root_runs_to_a_verified_run(folder, s3_root):  # noqa: 
                                                                   "schedule")
     finally:
         store.close()
-    assert "succeeded on local" in (logs / f"{run_id}.log").read_text()
+    text = (logs / f"{run_id}.log").read_text()
+    assert "succeeded: ran" in text and "stages on local" in text
     assert (root / "runs" / run_id / "run.json").exists()  # artifacts in the bucket
     verified = _seqline(folder, s3_root, "verify", run_id)
     assert verified.returncode == 0, verified.stdout + verified.stderr
@@ -101,7 +102,7 @@ def test_backfill_on_an_s3_root_writes_to_the_bucket_and_logs_locally(folder, s3
                                                   "succeeded")
     assert (open_root(s3_root) / "runs" / row["run_id"] / "run.json").exists()
     log = folder / "home" / "logs" / slug(s3_root) / f"{row['run_id']}.log"
-    assert "succeeded on local" in log.read_text()
+    assert "succeeded: ran" in log.read_text() and "stages on local" in log.read_text()
     assert _seqline(folder, s3_root, "verify", row["run_id"]).returncode == 0
 
 

@@ -70,7 +70,7 @@ def test_scheduler_launches_a_real_run_with_its_tick_and_log(folder, store):
     assert (tick.status, tick.run_id) == ("launched", run["run_id"])
     assert tick.pid is not None and tick.pid > 0  # the run's own process: liveness checks it
     log = (folder / "root" / "logs" / "quick-20261120T010000Z.log").read_text()
-    assert "succeeded on local" in log
+    assert "succeeded: ran 2 of 2 stages on local" in log
 
 
 def test_scheduler_killed_after_launch_then_restarted_makes_exactly_one_run(folder, store):
