@@ -39,7 +39,8 @@ class LocalStorage:
         # Written under this process's own name, then renamed: a writer killed mid-write
         # leaves a hidden temporary file that no manifest lists, never a part under the name.
         path = on_this_disk(place)
-        path.parent.mkdir(parents=True, exist_ok=True)  # as an object store needs none
+        # No folder is made: a worker still writing into an attempt's folder after the stage
+        # was abandoned (and the folder removed) must fail, not bring the folder back.
         partial = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         try:
             with open(partial, "wb") as f:

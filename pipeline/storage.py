@@ -128,8 +128,9 @@ class Storage(Protocol):
 
     def write_atomically(self, place: Folder, data: str | bytes | memoryview,
                          durable: bool = False) -> None:
-        """Replace a file whole: readers see the old bytes or the new, never a part.
-        `durable`: on disk before it has its name (a manifest will vouch for it)."""
+        """Replace a file whole: readers see the old bytes or the new, never a part. A local
+        file's folder must exist. `durable`: on disk before it has its name (a manifest will
+        vouch for it)."""
 
     def remove(self, place: Folder, names: Iterable[str] | None = None) -> None:
         """The folder `place` and all under it, or only the files `names` (relative) in it."""

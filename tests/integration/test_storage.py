@@ -6,6 +6,7 @@ through the same code: what differs between them is storage.py's business alone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -66,6 +67,7 @@ def _manifest(shards: list[dict], **more) -> dict:
 
 def test_storage_write_json_replaces_a_file_whole(root):
     place = root / "runs" / "r" / "run.json"
+    place.parent.mkdir(parents=True, exist_ok=True)  # a local file's folder must exist
     write_json(place, {"status": "running"})
     write_json(place, {"status": "succeeded", "a": 1})
     assert json.loads(place.read_text()) == {"a": 1, "status": "succeeded"}
@@ -75,6 +77,7 @@ def test_storage_write_json_replaces_a_file_whole(root):
 def test_storage_files_entries_and_remove(root):
     storage = storage_of(root)
     for name, data in [("a/one", b"1"), ("a/sub/two", b"22"), ("b/three", b"333")]:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         storage.write_atomically(root / name, data)
     assert storage.files(root) == {"a/one": 1, "a/sub/two": 2, "b/three": 3}
     assert [p.name for p in storage.entries(root)] == ["a", "b"]
@@ -101,6 +104,7 @@ def test_storage_open_writes_at_close_and_reads_in_blocks(root):
 
 def test_storage_local_copy_and_inside(root):
     storage = storage_of(root)
+    (root / "m").mkdir(parents=True, exist_ok=True)
     storage.write_atomically(root / "m" / "model.keras", b"weights")
     with storage.local_copy(root / "m" / "model.keras") as local:
         assert local.read_bytes() == b"weights"
@@ -142,6 +146,13 @@ def test_stage_artifact_abandoned_leaves_nothing(root):
     artifact.abandon()
     assert _names(root / "runs" / "r") == []
     assert not artifact.out_dir.exists()
+    # A worker still running writes its shard late: it fails, or (an object store, where no
+    # folder can be gone) leaves an object no manifest lists; never a temporary folder again.
+    with contextlib.suppress(OSError):
+        _shards(artifact, 1)
+    run = root / "runs" / "r"
+    assert [p.name for p in storage_of(run).entries(run) if p.name.startswith(".")] == []
+    assert not (artifact.final / MANIFEST).exists()
 
 
 def test_stage_artifact_a_driver_stages_local_files_reach_the_root(root):
