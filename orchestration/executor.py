@@ -71,7 +71,7 @@ class RunContext:
         (its thread between the manifest and the line's record of it) ends as whichever
         came first, never as both."""
         with self.ending:
-            if event.stage in self.ended:
+            if event.stage is None or event.stage in self.ended:
                 return
             self.ended.add(event.stage)
         self.bus.publish(event)
