@@ -61,6 +61,8 @@ __all__ = ["run"]
 
 
 class Trigger(StrEnum):
+    """What --trigger may say (statuses.Trigger but `resume`, which --resume records)."""
+
     manual = "manual"
     schedule = "schedule"
     backfill = "backfill"
