@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
 import signal
 import threading
@@ -36,7 +35,14 @@ from seqline.pipeline.config import build_pipeline, load_pipeline, make_stage, p
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError, StageError
 from seqline.pipeline.specs import PipelineSpec, StageSpec
-from seqline.pipeline.storage import Folder, open_root, slug
+from seqline.pipeline.storage import (
+    Folder,
+    fspath,
+    open_root,
+    seqline_home,
+    slug,
+    storage_of,
+)
 
 __all__ = ["Pipeline", "RunResult", "Stage", "execute", "new_run_id", "plan_pipeline",
            "run_options", "run_pipeline"]
@@ -324,12 +330,13 @@ def store_url(root: Folder, url: str | None, create: bool = True) -> tuple[Path,
     Example: s3://bucket/team/root -> ~/.seqline/stores/s3-bucket-team-root.db ($SEQLINE_HOME
     instead of ~/.seqline). Several machines sharing a root share a store through --store.
     """
-    if url is not None or isinstance(root, Path):
-        return (root if isinstance(root, Path) else Path()), url
-    home = Path(os.environ.get("SEQLINE_HOME") or Path.home() / ".seqline") / "stores"
+    local = storage_of(root).on_disk(root)
+    if url is not None or local is not None:
+        return local or Path(), url
+    home = seqline_home() / "stores"
     if create:
         home.mkdir(parents=True, exist_ok=True)
-    return home, f"sqlite:///{(home / slug(root.url)).resolve()}.db"
+    return home, f"sqlite:///{(home / slug(fspath(root))).resolve()}.db"
 
 
 @contextmanager

@@ -148,7 +148,7 @@ def missing_store(root: Folder, url: str | None) -> Path | None:
     """
     from seqline.orchestration.api import store_url  # the run path's rule, one place
 
-    base, found = store_url(root, url)
+    base, found = store_url(root, url, create=False)
     if found is None:
         file = Path(base) / DB_FILE
     else:

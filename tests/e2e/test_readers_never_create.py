@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.s3 import s3_root, s3_server  # noqa: F401  (fixtures)
 from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
@@ -62,6 +63,20 @@ def test_readers_a_root_without_a_store_exits_2_and_creates_nothing(project, arg
         done.stderr
     assert done.stdout == ""
     assert _listing(project) == before
+
+
+@pytest.mark.parametrize("args", [["runs", "list"], ["schedule", "list"]],
+                         ids=["runs list", "schedule list"])
+def test_readers_of_an_object_store_root_make_no_local_store(project, s3_root, tmp_path,
+                                                             monkeypatch, args):
+    """An S3 root's store is a local file under $SEQLINE_HOME: a reader creates neither it
+    nor its folder."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("SEQLINE_HOME", str(home))
+    done = _seqline(project, *args, "--root", s3_root)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.startswith("error: no run store at ") and str(home) in done.stderr
+    assert not home.exists()
 
 
 def test_readers_a_missing_sqlite_store_url_is_not_created(project):
