@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import signal
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import yaml
@@ -23,26 +20,27 @@ from seqline.orchestration.events import EventBus, RunEnded, Subscriber
 from seqline.orchestration.executor import run_plan
 from seqline.orchestration.failures import error_line, error_traceback
 from seqline.orchestration.plan import RunPlan, plan_run
+from seqline.orchestration.processes import sigterm_cancels
 from seqline.orchestration.recorder import RunRecorder
 from seqline.orchestration.reports import RunReports, StageReport
 from seqline.orchestration.run_file import RunFile
 from seqline.orchestration.run_options import RunOptions
 from seqline.orchestration.runners import Runner, make_runner
 from seqline.orchestration.store import DB_FILE, RunNotFound, RunStore
+from seqline.orchestration.store.engine import store_url
 from seqline.orchestration.verify import StageCheck, verify_run
 from seqline.pipeline.artifacts import check_run_id, read_manifest, run_dir
-from seqline.pipeline.config import build_pipeline, load_pipeline, make_stage, parse_pipeline
+from seqline.pipeline.config import (
+    as_file,
+    build_pipeline,
+    load_pipeline,
+    make_stage,
+    parse_pipeline,
+)
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError, StageError
 from seqline.pipeline.specs import PipelineSpec, StageSpec
-from seqline.pipeline.storage import (
-    Folder,
-    fspath,
-    open_root,
-    seqline_home,
-    slug,
-    storage_of,
-)
+from seqline.pipeline.storage import Folder, open_root
 
 __all__ = ["Pipeline", "RunResult", "Stage", "execute", "new_run_id", "plan_pipeline",
            "run_options", "run_pipeline"]
@@ -151,7 +149,7 @@ class Pipeline:
 
     def to_yaml(self) -> str:
         """The pipeline as a pipeline file: parameters as set (defaults left out)."""
-        return yaml.safe_dump(_as_file(self.spec), sort_keys=False, width=100)
+        return yaml.safe_dump(as_file(self.spec), sort_keys=False, width=100)
 
     @property
     def name(self) -> str:
@@ -199,7 +197,7 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
         root: the artifact root, a local folder or an fsspec URL (s3://bucket/prefix, ...);
             the run's folders go to `<root>/runs/<run_id>/`.
         store: the run store's URL; default: SQLite at `<root>/seqline.db`, or for an
-            object-store root at `~/.seqline/stores/<root as a name>.db` (store_url).
+            object-store root at `~/.seqline/stores/<root as a name>.db` (store.engine.store_url).
         run_id: default: the time and a random suffix.
         raise_on_error: raise the run's error (else return it in a failed RunResult).
         pipeline_file: the file the pipeline came from, for the run store.
@@ -218,7 +216,7 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
         bus = EventBus(RunRecorder(runs, plan, spec, COMPONENTS), reports,
                        RunFile(run_dir(root, run_id), options.queue), *subscribers)
         try:
-            with _runner(options, bus) as runner, _sigterm_cancels():
+            with _runner(options, bus) as runner, sigterm_cancels():
                 run_plan(plan, spec, runner, root, bus)
         except KeyboardInterrupt as exc:
             cancelled = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")
@@ -323,44 +321,6 @@ def _ended(bus: EventBus, plan: RunPlan, status: str, error: BaseException | Non
                          error_seq=error.seq if isinstance(error, StageError) else None))
 
 
-def store_url(root: Folder, url: str | None, create: bool = True) -> tuple[Path, str | None]:
-    """`RunStore.open`'s arguments: the store of a local root is beside its runs; an object
-    store holds no database, so by default its store is a local SQLite file named after it.
-
-    Example: s3://bucket/team/root -> ~/.seqline/stores/s3-bucket-team-root.db ($SEQLINE_HOME
-    instead of ~/.seqline). Several machines sharing a root share a store through --store.
-    """
-    local = storage_of(root).on_disk(root)
-    if url is not None or local is not None:
-        return local or Path(), url
-    home = seqline_home() / "stores"
-    if create:
-        home.mkdir(parents=True, exist_ok=True)
-    return home, f"sqlite:///{(home / slug(fspath(root))).resolve()}.db"
-
-
-@contextmanager
-def _sigterm_cancels() -> Iterator[None]:
-    """SIGTERM (systemd, Kubernetes, `kill`) cancels the run as Ctrl-C does.
-
-    Only from the main thread, where Python delivers signals; elsewhere (a run inside a
-    user's thread) the default stays.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def cancel(signum: int, frame: FrameType | None) -> None:
-        signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup
-        raise Cancelled(signal.Signals(signum).name)
-
-    previous = signal.signal(signal.SIGTERM, cancel)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _open_record(runs: RunStore, spec: PipelineSpec, plan: RunPlan,
                  pipeline_file: Path | None) -> None:
     """The run's row, made before anything runs: a taken run id fails here (exit 2)."""
@@ -381,29 +341,3 @@ def _open_record(runs: RunStore, spec: PipelineSpec, plan: RunPlan,
 def new_run_id() -> str:
     """The time (UTC) and a random suffix: sortable, and unique among concurrent starts."""
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + secrets.token_hex(2)
-
-
-def _as_file(spec: PipelineSpec) -> dict[str, Any]:
-    data: dict[str, Any] = {"name": spec.name}
-    if spec.errors is not None:
-        data["errors"] = spec.errors.model_dump(exclude_defaults=True)
-    data["stages"] = [_stage_entry(s, spec.errors) for s in spec.stages]
-    return data
-
-
-def _stage_entry(stage: StageSpec[Any], default: ErrorBudget | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": stage.name, "component": stage.component}
-    params = stage.params.model_dump(mode="json", exclude_unset=True)
-    if params:
-        entry["params"] = params
-    if stage.inputs:
-        entry["inputs"] = list(stage.inputs)
-    if stage.errors is not None and stage.errors != default:
-        entry["errors"] = stage.errors.model_dump(exclude_defaults=True)
-    if not stage.cache:
-        entry["cache"] = False
-    if stage.retries != 3:
-        entry["retries"] = stage.retries
-    if stage.retry_user_errors:
-        entry["retry_user_errors"] = stage.retry_user_errors
-    return entry

@@ -21,12 +21,14 @@ from typing import Any
 import fsspec
 
 from seqline.pipeline.artifacts import MANIFEST, listed_files, read_manifest
+from seqline.pipeline.errors import RunNotFound
 from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec
 from seqline.pipeline.storage import Folder, fspath, storage_of
 from seqline.pipeline.storage import folder as storage_folder
 
 __all__ = ["NOT_IN_FOLDER", "CacheHit", "artifact_checksum", "cache_hit", "cache_keys",
-           "cache_parts", "code_digest", "damage", "file_digest", "key_of"]
+           "cache_hits", "cache_parts", "code_digest", "damage", "file_digest", "intact_committed",
+           "key_of"]
 
 # The source digest of a module the pipeline's folder does not have (an installed package).
 NOT_IN_FOLDER = hashlib.blake2b(b"", digest_size=16).hexdigest()
@@ -251,3 +253,49 @@ def _intact(folder: Folder, checksum: str, runs: Folder) -> bool:
     # Text comparisons: a local path never starts with a URL, nor a URL with a path.
     inside = fspath(folder.resolve()).startswith(fspath(runs.resolve()).rstrip("/") + "/")
     return inside and (folder / MANIFEST).exists() and artifact_checksum(folder) == checksum
+
+
+def intact_committed(spec: PipelineSpec, folder: Folder, store: Any | None
+               ) -> tuple[dict[str, Folder], dict[str, str]]:
+    """A resumed run's committed stages whose bytes are still what was committed, and those
+    that changed since (a flipped bit, a truncated shard), with what changed."""
+    recorded: dict[str, str | None] = {}
+    if store is not None:
+        try:
+            stages = store.show_run(folder.name)["stages"]
+        except RunNotFound:  # a run from before the store: the manifests' hashes still hold
+            stages = []
+        recorded = {s["name"]: _output_checksum(s) for s in stages}
+    kept, damaged = {}, {}
+    for stage in spec.stages:
+        place = folder / stage.name
+        if not (place / MANIFEST).exists():
+            continue
+        problem = damage(place, recorded.get(stage.name))
+        if problem is None:
+            kept[stage.name] = place
+        else:
+            damaged[stage.name] = problem
+    return kept, damaged
+
+
+def _output_checksum(stage: dict[str, Any]) -> str | None:
+    """The checksum recorded when the stage committed (in its latest attempt that did)."""
+    for attempt in [stage, *reversed(stage.get("history") or [])]:
+        for artifact in attempt.get("artifacts") or []:
+            if artifact.get("role") == "output" and artifact.get("checksum"):
+                return str(artifact["checksum"])
+    return None
+
+
+def cache_hits(spec: PipelineSpec, keys: Mapping[str, str], store: Any | None, root: Folder
+          ) -> dict[str, Any]:
+    """The stages an earlier run already made, looked up in order: the first that misses (or
+    says `cache: false`) and every stage after it run again."""
+    hits: dict[str, Any] = {}
+    for stage in spec.stages if store is not None else ():
+        hit = cache_hit(keys[stage.name], store, root) if stage.cache else None
+        if hit is None:
+            break
+        hits[stage.name] = hit
+    return hits

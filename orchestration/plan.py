@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any, Literal
 
-from seqline.orchestration.cache import NOT_IN_FOLDER, cache_hit, cache_parts, damage, key_of
+from seqline.orchestration.cache import cache_hits, cache_parts, intact_committed, key_of
+from seqline.orchestration.key_changes import changes
 from seqline.orchestration.preflight import check_before_work
 from seqline.orchestration.run_options import RunOptions
-from seqline.pipeline.artifacts import MANIFEST, run_dir
+from seqline.pipeline.artifacts import run_dir
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.specs import (
     ComponentSpec,
@@ -143,8 +144,8 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
     parts = cache_parts(spec, components, seqline_version=version("seqline"),
                         inputs=_files_of(components), root=root)
     keys = {name: key_of(p) for name, p in parts.items()}
-    kept, damaged = _committed(spec, folder, store) if options.resume else ({}, {})
-    hits = _hits(spec, keys, store, root) if options.cache and not options.resume else {}
+    kept, damaged = intact_committed(spec, folder, store) if options.resume else ({}, {})
+    hits = cache_hits(spec, keys, store, root) if options.cache and not options.resume else {}
     missed = next((s.name for s in spec.stages if s.name not in hits), None)
     reusable = runnable_committed(spec, components, set(kept) | set(hits))
     wirings = wire(spec, components, overlap=options.overlap, committed=reusable)
@@ -197,52 +198,6 @@ def _check_run_id(folder: Folder, run_id: str, resume: bool) -> None:
                           "finish it.")
 
 
-def _committed(spec: PipelineSpec, folder: Folder, store: Any | None
-               ) -> tuple[dict[str, Folder], dict[str, str]]:
-    """A resumed run's committed stages whose bytes are still what was committed, and those
-    that changed since (a flipped bit, a truncated shard), with what changed."""
-    recorded: dict[str, str | None] = {}
-    if store is not None:
-        try:
-            stages = store.show_run(folder.name)["stages"]
-        except ConfigError:  # a run from before the store: the manifests' hashes still hold
-            stages = []
-        recorded = {s["name"]: _output_checksum(s) for s in stages}
-    kept, damaged = {}, {}
-    for stage in spec.stages:
-        place = folder / stage.name
-        if not (place / MANIFEST).exists():
-            continue
-        problem = damage(place, recorded.get(stage.name))
-        if problem is None:
-            kept[stage.name] = place
-        else:
-            damaged[stage.name] = problem
-    return kept, damaged
-
-
-def _output_checksum(stage: dict[str, Any]) -> str | None:
-    """The checksum recorded when the stage committed (in its latest attempt that did)."""
-    for attempt in [stage, *reversed(stage.get("history") or [])]:
-        for artifact in attempt.get("artifacts") or []:
-            if artifact.get("role") == "output" and artifact.get("checksum"):
-                return str(artifact["checksum"])
-    return None
-
-
-def _hits(spec: PipelineSpec, keys: Mapping[str, str], store: Any | None, root: Folder
-          ) -> dict[str, Any]:
-    """The stages an earlier run already made, looked up in order: the first that misses (or
-    says `cache: false`) and every stage after it run again."""
-    hits: dict[str, Any] = {}
-    for stage in spec.stages if store is not None else ():
-        hit = cache_hit(keys[stage.name], store, root) if stage.cache else None
-        if hit is None:
-            break
-        hits[stage.name] = hit
-    return hits
-
-
 def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: RunOptions,
          store: Any | None, parts: Mapping[str, Mapping[str, Any]], missed: str | None,
          kept: Mapping[str, Folder], damaged: Mapping[str, str], hit: Any) -> str:
@@ -266,10 +221,10 @@ def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: Run
     if store is None:
         return "no run store yet"
     previous = store.last_stage_run(spec.name, stage.name)
-    changes = _changes(previous["key_parts"], parts[stage.name]) \
+    changed = changes(previous["key_parts"], parts[stage.name]) \
         if previous and previous.get("key_parts") else []
-    if changes:
-        return "; ".join(changes)
+    if changed:
+        return "; ".join(changed)
     if stage.name != missed:  # after the first miss: it reads what runs now
         return f"upstream `{_source(spec, stage)}` runs"
     if previous is None:
@@ -284,64 +239,6 @@ def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: Run
 def _source(spec: PipelineSpec, stage: StageSpec[Any]) -> str | None:
     i = spec.stages.index(stage)
     return stage.inputs[0] if stage.inputs else spec.stages[i - 1].name if i else None
-
-
-def _changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """What differs between two stage runs' cache key parts, in the user's words."""
-    found = []
-    params = _differences(_flat(old.get("params") or {}), _flat(new.get("params") or {}))
-    if params:
-        found.append(f"params changed ({params})")
-    old_files = (old.get("reads") or {}).get("files")
-    new_files = (new.get("reads") or {}).get("files")
-    if new_files is not None and old_files != new_files:
-        names = sorted({_base(p) for p in set(old_files or {}) ^ set(new_files)}
-                       | {_base(p) for p in new_files if (old_files or {}).get(p, new_files[p])
-                          != new_files[p]})
-        found.append(f"input changed ({', '.join(names)})")
-    old_code, new_code = old.get("code") or {}, new.get("code") or {}
-    # Modules outside the pipeline's folder (numpy, ...) are in a key by name only; their
-    # coming or going is told by the module of the folder whose imports changed.
-    modules = sorted(m for m in set(old_code) | set(new_code)
-                     if old_code.get(m) != new_code.get(m)
-                     and {old_code.get(m), new_code.get(m)} - {None, NOT_IN_FOLDER})
-    if modules:
-        found.append("function source changed ("
-                     + ", ".join(m.replace(".", "/") + ".py" for m in modules) + ")")
-    for part, what in (("errors", "error budget changed"),
-                       ("depends_on", "the artifacts it compares with changed")):
-        if old.get(part) != new.get(part):
-            found.append(what)
-    for part, what in (("version", "component version"), ("seqline", "seqline")):
-        if old.get(part) != new.get(part):
-            found.append(f"{what} changed ({old.get(part)} → {new.get(part)})")
-    return found
-
-
-def _flat(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in params.items():
-        if isinstance(value, Mapping) and value:
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def _differences(old: Mapping[str, Any], new: Mapping[str, Any], most: int = 3) -> str:
-    """"window 14 → 21, label tmax → tmin": the first `most` parameters that differ."""
-    changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-    said = [f"{k} {_text(old.get(k))} → {_text(new.get(k))}" for k in changed[:most]]
-    more = f", and {len(changed) - most} more" if len(changed) > most else ""
-    return ", ".join(said) + more
-
-
-def _text(value: Any) -> str:
-    return "unset" if value is None else str(value)
-
-
-def _base(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 def wire(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], *,

@@ -5,12 +5,19 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 import psutil
 
-__all__ = ["pid_alive", "scratch_dir", "stop_children"]
+from seqline.pipeline.errors import Cancelled
+
+__all__ = ["pid_alive", "scratch_dir", "sigterm_cancels", "stop_children"]
 
 
 def pid_alive(pid: int) -> bool:
@@ -78,3 +85,25 @@ def stop_children(command_part: str, timeout: float = 1.0) -> set[int]:
         with contextlib.suppress(psutil.NoSuchProcess):
             child.kill()
     return {child.pid for child in found}
+
+
+@contextmanager
+def sigterm_cancels() -> Iterator[None]:
+    """SIGTERM (systemd, Kubernetes, `kill`) cancels the run as Ctrl-C does.
+
+    Only from the main thread, where Python delivers signals; elsewhere (a run inside a
+    user's thread) the default stays.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def cancel(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup
+        raise Cancelled(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, cancel)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -14,7 +14,7 @@ from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.params import PARAMS_CONFIG, FieldLines, describe_errors, did_you_mean
 from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec
 
-__all__ = ["PipelineFile", "StageEntry", "build_pipeline", "load_pipeline", "make_stage",
+__all__ = ["PipelineFile", "as_file", "StageEntry", "build_pipeline", "load_pipeline", "make_stage",
            "parse_pipeline"]
 
 
@@ -238,3 +238,30 @@ def _check_names(stages: Sequence[StageSpec[Any]], source: str) -> None:
                     f"{source}: {stage.where}: input {name!r} is not an earlier stage."
                     f"{did_you_mean(name, seen)} Stages run in file order.")
         seen[stage.name] = stage
+
+
+def as_file(spec: PipelineSpec) -> dict[str, Any]:
+    """The pipeline as a pipeline file holds it (for `to_yaml`): defaults left out."""
+    data: dict[str, Any] = {"name": spec.name}
+    if spec.errors is not None:
+        data["errors"] = spec.errors.model_dump(exclude_defaults=True)
+    data["stages"] = [_stage_entry(s, spec.errors) for s in spec.stages]
+    return data
+
+
+def _stage_entry(stage: StageSpec[Any], default: ErrorBudget | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": stage.name, "component": stage.component}
+    params = stage.params.model_dump(mode="json", exclude_unset=True)
+    if params:
+        entry["params"] = params
+    if stage.inputs:
+        entry["inputs"] = list(stage.inputs)
+    if stage.errors is not None and stage.errors != default:
+        entry["errors"] = stage.errors.model_dump(exclude_defaults=True)
+    if not stage.cache:
+        entry["cache"] = False
+    if stage.retries != 3:
+        entry["retries"] = stage.retries
+    if stage.retry_user_errors:
+        entry["retry_user_errors"] = stage.retry_user_errors
+    return entry

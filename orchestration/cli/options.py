@@ -146,7 +146,7 @@ def missing_store(root: Folder, url: str | None) -> Path | None:
         The missing file; None when the store exists, or is a server (PostgreSQL) or an
         in-memory database, which only the server can answer for.
     """
-    from seqline.orchestration.api import store_url  # the run path's rule, one place
+    from seqline.orchestration.store.engine import store_url
 
     base, found = store_url(root, url, create=False)
     if found is None:
@@ -171,7 +171,7 @@ def opened(root: Path | str, url: str | None, *, create: bool = False) -> Iterat
             a root with no store exits 2 and creates nothing (a typo in --root must not leave
             an empty store behind that answers every later question with nothing).
     """
-    from seqline.orchestration.api import store_url  # the run path's rule, one place
+    from seqline.orchestration.store.engine import store_url
 
     try:
         place = open_root(root)

@@ -102,7 +102,7 @@ def show_command(
 def run_document(root: str, store: str | None, run_id: str) -> dict[str, Any] | None:
     """The run as `runs show --json` prints it, or None when the store has no such run (it
     failed before its row was written) or cannot be read."""
-    from seqline.orchestration.api import store_url  # the run path's rule, one place
+    from seqline.orchestration.store.engine import store_url
 
     try:
         with RunStore.open(*store_url(open_root(root), store)) as runs:

@@ -15,7 +15,6 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from seqline.orchestration.api import store_url
 from seqline.orchestration.dashboard import json_routes, pages
 from seqline.orchestration.dashboard.context import GZIPPED, Dashboard
 from seqline.orchestration.dashboard.live import Watchers
@@ -23,6 +22,7 @@ from seqline.orchestration.dashboard.memo import LiveCache
 from seqline.orchestration.dashboard.metrics import StoreCollector
 from seqline.orchestration.dashboard.security import SafetyMiddleware, is_loopback
 from seqline.orchestration.store import RunReader, RunStore, ScheduleStore, sqlite_url
+from seqline.orchestration.store.engine import store_url
 from seqline.pipeline.storage import Folder, open_root
 
 __all__ = ["allowed_hosts", "create_app", "store_of"]
@@ -33,7 +33,8 @@ LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 def store_of(root: Folder, url: str | None) -> str:
     """The store's URL: `url`, else the store `seqline run` uses for this root: SQLite at
-    ROOT/seqline.db, or for an object-store root a local file named after it (api.store_url).
+    ROOT/seqline.db, or for an object-store root a local file named after it
+    (store.engine.store_url).
     The store is opened (created, migrated) there first, as every seqline command does.
     """
     base, found = store_url(root, url)  # the run's rule, one place

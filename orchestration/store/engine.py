@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 
 from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.storage import Folder, fspath, seqline_home, slug, storage_of
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
-__all__ = ["HEAD", "HEAD_REVISION", "alembic_config", "current_revision", "make_engine", "upgrade",
-           "writing"]
+__all__ = ["HEAD", "HEAD_REVISION", "alembic_config", "current_revision", "make_engine",
+           "store_url", "upgrade", "writing"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "head"
@@ -163,3 +164,19 @@ def upgrade(engine: Engine, revision: str = HEAD) -> None:
             raise ConfigError(f"cannot migrate the run store at {engine.url!r} (at revision "
                               f"{current_revision(engine)}) to {revision}: {exc}. Upgrade "
                               "seqline, or point --store elsewhere.") from exc
+
+
+def store_url(root: Folder, url: str | None, create: bool = True) -> tuple[Path, str | None]:
+    """`RunStore.open`'s arguments: the store of a local root is beside its runs; an object
+    store holds no database, so by default its store is a local SQLite file named after it.
+
+    Example: s3://bucket/team/root -> ~/.seqline/stores/s3-bucket-team-root.db ($SEQLINE_HOME
+    instead of ~/.seqline). Several machines sharing a root share a store through --store.
+    """
+    local = storage_of(root).on_disk(root)
+    if url is not None or local is not None:
+        return local or Path(), url
+    home = seqline_home() / "stores"
+    if create:
+        home.mkdir(parents=True, exist_ok=True)
+    return home, f"sqlite:///{(home / slug(fspath(root))).resolve()}.db"

@@ -67,8 +67,8 @@ def test_readers_a_root_without_a_store_exits_2_and_creates_nothing(project, arg
 
 @pytest.mark.parametrize("args", [["runs", "list"], ["schedule", "list"]],
                          ids=["runs list", "schedule list"])
-def test_readers_of_an_object_store_root_make_no_local_store(project, s3_root, tmp_path,
-                                                             monkeypatch, args):
+def test_readers_of_an_object_store_root_make_no_local_store(
+        project, s3_root, tmp_path, monkeypatch, args):  # noqa: F811 (the fixture)
     """An S3 root's store is a local file under $SEQLINE_HOME: a reader creates neither it
     nor its folder."""
     home = tmp_path / "home"

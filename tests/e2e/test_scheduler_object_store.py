@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from seqline.orchestration.api import store_url
 from seqline.orchestration.schedule.daemon import Scheduler
 from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
 from seqline.orchestration.store import RunStore
+from seqline.orchestration.store.engine import store_url
 from seqline.pipeline.storage import open_root, slug
 from tests.s3 import s3_root, s3_server  # noqa: F401  (fixtures)
 from tests.scheduling import Clock, quick_project

@@ -7,7 +7,8 @@ import pytest
 
 from seqline.components import COMPONENTS
 from seqline.orchestration.cache import NOT_IN_FOLDER
-from seqline.orchestration.plan import Step, _changes, runnable_committed, wire
+from seqline.orchestration.key_changes import changes as _changes
+from seqline.orchestration.plan import Step, runnable_committed, wire
 from seqline.pipeline.config import parse_pipeline
 
 READ = "  - {name: read, component: ingest, params: {format: csv, paths: [in.csv]}}\n"
