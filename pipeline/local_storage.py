@@ -15,6 +15,9 @@ from seqline.pipeline.storage import Folder, on_this_disk
 
 __all__ = ["LocalStorage"]
 
+# A few passes suffice: each only races the files workers wrote during the pass before.
+_REMOVE_TRIES = 5
+
 
 class LocalStorage:
     """Files on this machine: a temporary folder renamed into place commits a stage."""
@@ -61,7 +64,12 @@ class LocalStorage:
             for name in names:
                 (path / name).unlink(missing_ok=True)
         elif path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+            # Again while it is there: a worker still running may add a file while the tree
+            # is removed (the folder then is not empty); once it is gone, nobody makes it.
+            for _ in range(_REMOVE_TRIES):
+                shutil.rmtree(path, ignore_errors=True)
+                if not path.exists():
+                    break
         else:
             path.unlink(missing_ok=True)
 
