@@ -6,6 +6,7 @@ import difflib
 import functools
 import importlib
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,11 @@ FunctionRef = Annotated[str, AfterValidator(_module_function),
 """A user function named 'module:function' (checked for its form when parameters load)."""
 
 
+# Thread workers load the same module at once; `_prefer_folder` edits sys.path and sys.modules,
+# which an import running in another thread must not see half-done.
+_IMPORTING = threading.RLock()
+
+
 @functools.cache  # workers resolve the same function once per process, not once per block
 def load_function(ref: str, base_dir: str) -> Callable[..., Any]:
     """Import `module:function` from `base_dir` (the pipeline file's folder) or the path.
@@ -47,9 +53,10 @@ def load_function(ref: str, base_dir: str) -> Callable[..., Any]:
             f"function {ref!r} is not of the form 'module:function'. "
             "Name a module in the pipeline file's folder and a function in it, e.g. "
             "'features:add_columns' for add_columns() in features.py.")
-    _prefer_folder(module_name, base_dir)
     try:
-        module = importlib.import_module(module_name)
+        with _IMPORTING:
+            _prefer_folder(module_name, base_dir)
+            module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise _import_failed(ref, module_name, base_dir, exc) from exc
