@@ -4,7 +4,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUNNER ?= local
 
-.PHONY: demo test setup postgres chromium lint typecheck docs docs-outputs
+# `make test` runs the suite on this many pytest-xdist workers (decision 48): more than the
+# cores, as most of the slow tiers' time is waiting on clocks and child processes.
+TEST_WORKERS ?= 4
+
+.PHONY: demo test check suite unit setup system-packages airflow-venv postgres chromium lint \
+	typecheck docs docs-outputs
 
 # 1. Set up and run the example pipeline end to end, then say how to use the CLI installed.
 demo: setup
@@ -13,9 +18,31 @@ demo: setup
 	@echo "seqline is installed in $(VENV). Put it on your PATH with:  . $(VENV)/bin/activate"
 	@echo "then try:  seqline runs list   (or, without activating:  $(BIN)/seqline runs list)"
 
-# 2. Set up and run the test suite (all tiers: unit, integration, e2e), as CI does.
-test: setup postgres chromium lint typecheck docs
-	$(BIN)/python -m pytest -q
+# 2. Set up and run the test suite (all tiers: unit, integration, e2e), as CI does. The pip
+# install, the Debian packages and Airflow's virtualenv go side by side (pip keeps one core
+# busy), then lint, types and the site side by side, then the suite; the output of the steps
+# side by side is held until each ends. Any step that fails fails the command.
+test:
+	$(MAKE) --no-print-directory -j3 --output-sync=target setup system-packages airflow-venv
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint typecheck docs
+	$(MAKE) --no-print-directory suite
+
+# Every tier on TEST_WORKERS workers. Tests are handed out longest first (tests/conftest.py);
+# a module whose tests share an expensive fixture is an xdist_group, run by one worker.
+suite: setup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
+# The inner loop, in well under 2 minutes: lint, types and the unit tests side by side.
+check:
+	$(MAKE) --no-print-directory setup
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint typecheck unit
+
+unit: setup
+	$(BIN)/python -m pytest -q tests/unit
+
+# The Airflow export test's own virtualenv (build/airflow-venv), with the system's Python.
+airflow-venv:
+	$(PYTHON) tests/slow/airflow_venv.py
 
 lint: setup
 	$(BIN)/ruff check .
@@ -38,19 +65,25 @@ docs-outputs: setup
 
 setup: $(VENV)/.installed
 
-# The run store's tests start a real PostgreSQL server: install Debian's package when it is
-# missing. Never fails the build: without it those tests skip, saying why.
-postgres:
-	@command -v /usr/lib/postgresql/15/bin/initdb >/dev/null || (apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	  postgresql >/dev/null) || echo "note: postgresql not installed; its tests will skip"
+# The run store's tests start a real PostgreSQL server; the dashboard's browser tests drive
+# Debian's Chromium through Playwright (whose own browser download is unreachable here).
+# system-packages installs whichever is missing, with one `apt-get update`. Never fails the
+# build: without them those tests skip, saying why.
+INITDB := /usr/lib/postgresql/15/bin/initdb
+CHROMIUM := /usr/lib/chromium/chromium
+system-packages:
+	@$(call apt_install,$(if $(wildcard $(INITDB)),,postgresql) \
+	  $(if $(wildcard $(CHROMIUM)),,chromium))
 
-# The dashboard's browser tests drive Debian's Chromium through Playwright (whose own browser
-# download is unreachable here). Never fails the build: without it those tests skip, saying why.
+postgres:
+	@$(call apt_install,$(if $(wildcard $(INITDB)),,postgresql))
+
 chromium:
-	@test -x /usr/lib/chromium/chromium || (apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	  chromium >/dev/null) || echo "note: chromium not installed; the browser tests will skip"
+	@$(call apt_install,$(if $(wildcard $(CHROMIUM)),,chromium))
+
+apt_install = test -z "$(strip $(1))" || (apt-get update -qq && \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	$(strip $(1)) >/dev/null) || echo "note: $(strip $(1)) not installed; their tests will skip"
 
 # constraints.txt pins every package (pip freeze of a resolved install): reproducible installs.
 $(VENV)/.installed: pyproject.toml constraints.txt

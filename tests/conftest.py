@@ -1,4 +1,5 @@
-"""Shared fixtures: the user-function folder, a session Ray, and runners by name."""
+"""Shared fixtures: the user-function folder, a session Ray, and runners by name; the order
+in which `make test`'s workers take the tests (decision 48)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,69 @@ def runner_factory(request):
     yield make
     for runner in made:
         runner.close()
+
+
+
+# -- how `make test`'s workers share the suite (pytest-xdist; decision 48) -----------------
+
+# Modules (or one test's parameters) that share an expensive module or session fixture: the
+# tests of one entry run on one worker, so the fixture is made once. Named by test id, all
+# that a scheduler sees (pytest-xdist's own `xdist_group` mark does nothing on pytest 9.2:
+# it renames `item._nodeid`, which pytest no longer reads).
+SHARED = {
+    "tests/dashboard/test_browser.py": "dashboard runs",  # `root`: a minute of real runs
+    "tests/dashboard/test_http.py": "dashboard runs",
+    "tests/dashboard/test_object_store.py": "dashboard on s3",  # a bucket with a run
+    "tests/dashboard/test_pages_agree.py": "pages agree",  # two runs and their site
+    "tests/dashboard/test_truth.py": "truth",  # three runs of the demo
+    "tests/e2e/test_readers_never_create.py": "readers",  # a root with a run
+    "tests/e2e/test_run_id_cli.py": "run ids",  # a root with a run
+    "tests/e2e/test_terminal_tables.py": "tables",  # two runs and a schedule
+    "tests/e2e/test_verify.py": "verify",  # a root with a run
+    "tests/integration/test_assembly_line.py": "line",  # the line on four runners
+    "tests/integration/test_data_stages.py": "data stages",  # the data stages, each runner
+    "tests/integration/test_faults.py::test_worker_killed_mid_tfrecord_write_costs_a_retry":
+        "faults: tfrecord_write",  # `quiet`: a 300,000-row run
+    "tests/integration/test_object_store.py": "object store",  # a local reference run
+    "tests/integration/test_ray_cluster.py": "ray cluster",  # a two-node cluster
+    "tests/integration/test_training.py": "training",  # the example on three runners
+    "tests/unit/test_store.py": "store",  # a real run
+}
+
+
+def _start_order(item: pytest.Item) -> int:
+    """Longest first: the slow tier (minutes of clocks and child processes), then the shared
+    modules (each a unit of work), then the engine and CLI tiers, then the unit tests."""
+    if item.get_closest_marker("slow"):
+        return 0
+    if item.nodeid.split("::")[0] in SHARED or item.nodeid.split("[")[0] in SHARED:
+        return 1
+    if any(item.get_closest_marker(m) for m in ("integration", "e2e", "browser")):
+        return 2
+    return 3
+
+
+@pytest.hookimpl(trylast=True)  # after the other conftests have marked their tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Workers take tests in collection order as they free up, and a 4-minute test taken
+    last would be the suite's tail: sort longest first. The sort is stable, so a module's
+    tests stay together and a run without workers is as deterministic as before."""
+    items.sort(key=_start_order)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """With `-n N`: pytest-xdist's scope scheduling, a scope being one test, one SHARED
+    entry or one docs page, handed out in collection order (longest first) rather than
+    largest scope first."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtures(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path, function = nodeid.split("::")[0], nodeid.split("[")[0]
+            if not path.endswith(".py"):  # a docs page: its examples share a folder, in order
+                return path
+            return SHARED.get(path) or SHARED.get(function) or nodeid
+
+    config.option.loadscopereorder = False
+    return SharedFixtures(config, log)  # type: ignore[arg-type]

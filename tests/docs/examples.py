@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -123,9 +124,7 @@ def run_bash(example: Example) -> str | None:
     folder = workdir(example.namespace)
     exits = EXITS.match(source)
     expected = int(exits.group(1)) if exits else 0
-    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", source], cwd=folder,
-                          env=environment(), capture_output=True, text=True,
-                          timeout=BASH_TIMEOUT_S)
+    done = _bash(source, folder)
     both = done.stdout + done.stderr
     if done.returncode != expected:
         return f"exit {done.returncode}, expected {expected}\n{source}\n{both}"
@@ -143,6 +142,22 @@ def run_bash(example: Example) -> str | None:
                 f"diff of {path.relative_to(REPO)}.\n--- shown in the docs\n"
                 f"{path.read_text()}\n--- now\n{shown}")
     return None
+
+
+def _bash(source: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """Run a block in a process group of its own; on a timeout, end the whole group, so that
+    what the block started in the background (`seqline dashboard &`) does not outlive it and
+    hold its port for the next run."""
+    with subprocess.Popen(["bash", "-e", "-o", "pipefail", "-c", source], cwd=folder,
+                          env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as process:
+        try:
+            out, err = process.communicate(timeout=BASH_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 class PythonInFolder(PythonEvaluator):

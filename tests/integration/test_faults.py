@@ -230,18 +230,28 @@ def test_worker_killed_mid_preprocess_costs_a_retry(folder, calm, runner):
     assert run.left_behind() == []
 
 
+BIG = "x\n" + "".join(f"{i}\n" for i in range(300_000))  # blocks long enough to catch
+BIG_BLOCKS = pipeline(kwargs="base_ms: 1, slow_every: 1000", block=30_000)
+
+
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory) -> dict[str, list[tuple[str, str]]]:
+    """The shards of an undisturbed run of BIG_BLOCKS: what a killed writer must end with."""
+    folder = _folder(tmp_path_factory.mktemp("quiet"))
+    (folder / "in.csv").write_text(BIG)
+    run = Run(folder, BIG_BLOCKS, "quiet")
+    assert run.wait() == 0, run.err
+    return {stage: _shards(folder, "quiet", stage) for stage in ("write", "features")}
+
+
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_worker_killed_mid_tfrecord_write_costs_a_retry(folder, calm, runner):
-    big = "x\n" + "".join(f"{i}\n" for i in range(300_000))  # blocks long enough to catch
-    (folder / "in.csv").write_text(big)
-    text = pipeline(kwargs="base_ms: 1, slow_every: 1000", block=30_000)
-    quiet = Run(folder, text, "quiet")
-    assert quiet.wait() == 0, quiet.err
-    run = Run(folder, text, "killed", runner)
+def test_worker_killed_mid_tfrecord_write_costs_a_retry(folder, quiet, runner):
+    (folder / "in.csv").write_text(BIG)
+    run = Run(folder, BIG_BLOCKS, "killed", runner)
     _worker_running(run, "write", runner).send_signal(signal.SIGKILL)
     assert run.wait() == 0, run.err[-3000:]
     for stage in ("write", "features"):
-        assert _shards(folder, "killed", stage) == _shards(folder, "quiet", stage)
+        assert _shards(folder, "killed", stage) == quiet[stage]
     assert run.left_behind() == []
 
 

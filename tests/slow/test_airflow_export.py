@@ -1,13 +1,12 @@
 """`seqline schedule export --to airflow`, checked by Airflow 3 itself in a virtualenv of its own.
 
 Airflow pins hundreds of packages (its own constraints); they stay away from the ML stack in
-`build/airflow-venv`, built once from tests/slow/airflow-constraints.txt (about 40 s) and
-reused while that file is unchanged.
+`build/airflow-venv` (tests/slow/airflow_venv.py, which `make test` runs beside the main
+install).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -16,13 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
 from tests.scheduling import quick_project
+from tests.slow.airflow_venv import AirflowVenvError, airflow_venv
 
 pytestmark = pytest.mark.slow
-AIRFLOW = "apache-airflow==3.3.2"
-CONSTRAINTS = Path(__file__).parent / "airflow-constraints.txt"
-VENV = REPO / "build" / "airflow-venv"
 BIN = Path(sys.executable).parent  # our venv: `seqline` for the DAG's task
 # Loads the folder as Airflow's DAG processor does; prints the import errors and the DAG.
 INSPECT = """\
@@ -39,19 +35,11 @@ print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()},
 
 
 def _airflow_venv() -> Path:
-    """Build (or reuse) the virtualenv with Airflow; rebuilt when the constraints change."""
-    stamp = VENV / ".installed"
-    wanted = hashlib.sha256(CONSTRAINTS.read_bytes() + AIRFLOW.encode()).hexdigest()
-    if stamp.exists() and stamp.read_text() == wanted:
-        return VENV / "bin"
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True,
-                   timeout=300)
-    done = subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "-c", str(CONSTRAINTS),
-                           AIRFLOW], capture_output=True, text=True, timeout=1200)
-    if done.returncode != 0:
-        pytest.fail(f"installing {AIRFLOW} failed: {done.stderr.strip()[-800:]}")
-    stamp.write_text(wanted)
-    return VENV / "bin"
+    """Airflow's bin folder: `make test` has built it by now; built here if it has not."""
+    try:
+        return airflow_venv()
+    except AirflowVenvError as exc:
+        pytest.fail(str(exc))
 
 
 def _run(command: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
