@@ -27,10 +27,10 @@ test:
 	$(MAKE) --no-print-directory -j3 --output-sync=target lint typecheck docs
 	$(MAKE) --no-print-directory suite
 
-# Every tier on TEST_WORKERS workers. Tests are handed out longest first (tests/conftest.py);
-# a module whose tests share an expensive fixture is an xdist_group, run by one worker.
+# Every tier on TEST_WORKERS workers. Tests are handed out longest first, and the tests that
+# share an expensive fixture go to one worker (tests/conftest.py: SHARED, the scheduler).
 suite: setup
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # The inner loop, in well under 2 minutes: lint, types and the unit tests side by side.
 check:
