@@ -49,11 +49,13 @@ lint: setup
 
 # mypy finds modules by folder, and the editable install's import hook is invisible to it:
 # it reads the package through links named as installed, so imports between modules resolve.
+# Its cache lives outside the links' folder, so that a second run takes seconds.
 typecheck: setup
 	rm -rf build/typecheck && mkdir -p build/typecheck/seqline
 	ln -s $(CURDIR)/orchestration/public/__init__.py build/typecheck/seqline/__init__.py
 	ln -s $(CURDIR)/pipeline $(CURDIR)/components $(CURDIR)/orchestration build/typecheck/seqline/
-	cd build/typecheck && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml -p seqline
+	cd build/typecheck && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
+	  --cache-dir $(CURDIR)/build/mypy-cache -p seqline
 
 # The docs site (mkdocs.yml, docs/) into build/site; its references are generated from the code.
 docs: setup
