@@ -114,7 +114,7 @@ def run_plan(plan: RunPlan, spec: PipelineSpec, runner: Runner, root: Folder,
                                  cache_key=step.cache_key))
     try:
         for step in plan.steps:
-            if step.fused_after:  # its task and results belt, before its chain's head starts
+            if step.fused_after:  # its task and results belt, before the stage it is fused to
                 task = map_spec(step.component).run(spec.stage(step.stage), spec.base_dir,
                                                     run.artifact(step.stage).path)
                 run.fused[step.stage] = (task, run.belt(step.fused_after, step.stage))

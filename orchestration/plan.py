@@ -148,11 +148,11 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
     hits = cache_hits(spec, keys, store, root) if options.cache and not options.resume else {}
     missed = next((s.name for s in spec.stages if s.name not in hits), None)
     reusable = runnable_committed(spec, components, set(kept) | set(hits))
-    wirings = wire(spec, components, overlap=options.overlap, committed=reusable)
-    fused = _fused(spec, components, wirings) \
+    connected = connections(spec, components, overlap=options.overlap, committed=reusable)
+    fused = _fused(spec, components, connected) \
         if options.overlap and options.runner in FUSING_RUNNERS else {}
     steps = []
-    for stage, wiring in zip(spec.stages, wirings, strict=True):
+    for stage, conn in zip(spec.stages, connected, strict=True):
         hit = hits.get(stage.name)
         action: Action = "keep" if stage.name in kept and stage.name in reusable else \
             "reuse" if hit is not None and stage.name in reusable else "run"
@@ -164,8 +164,8 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
             origin = (hit.run_id, hit.seconds, hit.folder)
         steps.append(Step(
             stage.name, stage.component, _kind(components[stage.component]), action, why,
-            wiring.source, wiring.takes, wiring.gives_belt, wiring.after, wiring.waits_for_all,
-            wiring.follows_line, fused.get(stage.name), *origin,
+            conn.source, conn.takes, conn.gives_belt, conn.after, conn.waits_for_all,
+            conn.follows_line, fused.get(stage.name), *origin,
             stale=action == "run" and (stage.name in kept or stage.name in damaged),
             cache_key=keys[stage.name], key_parts=parts[stage.name]))
     check_before_work(spec, steps, components)
@@ -241,7 +241,7 @@ def _source(spec: PipelineSpec, stage: StageSpec[Any]) -> str | None:
     return stage.inputs[0] if stage.inputs else spec.stages[i - 1].name if i else None
 
 
-def wire(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], *,
+def connections(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]], *,
          overlap: bool = True, committed: Collection[str] = ()) -> list[Step]:
     """How every stage of `spec` connects, in order (the plan's steps without their actions).
 
@@ -322,7 +322,7 @@ def runnable_committed(spec: PipelineSpec, components: Mapping[str, ComponentSpe
 def _fused(spec: PipelineSpec, components: Mapping[str, ComponentSpec[Any]],
            steps: list[Step]) -> dict[str, str]:
     """The map stages that run inside the engine job of an earlier stage: name -> the stage
-    whose job it is (the head of the chain).
+    whose job it is.
 
     Where each stage is a batch job (Beam), a stage taking the blocks of one that passes on
     every record as it came (tfrecord_write) runs in that stage's job: each block goes through

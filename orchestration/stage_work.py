@@ -123,17 +123,17 @@ def _produce(step: Step, stage: StageSpec[Any], run: RunContext, upstream: Itera
     blocks: Iterable[Block] = upstream or iter(())
     if task.input_records:
         blocks = recut((b.batch for b in blocks), task.input_records)
-    chain = [s.stage for s in run.plan.steps if s.fused_after == stage.name]
-    if not chain:
+    fused = [s.stage for s in run.plan.steps if s.fused_after == stage.name]
+    if not fused:
         yield from run.runner.map_blocks(task, blocks)
         return
-    tasks = [task, *(run.fused[name][0] for name in chain)]
-    for results in run.runner.map_chain(tasks, blocks):
+    tasks = [task, *(run.fused[name][0] for name in fused)]
+    for results in run.runner.map_fused(tasks, blocks):
         results[0].raise_if_failed()
-        for name, result in zip(chain, results[1:], strict=False):
+        for name, result in zip(fused, results[1:], strict=False):
             run.fused[name][1].put(result)
         yield results[0]
-    for name in chain:  # only now: a fused stage must not commit what a failure cut short
+    for name in fused:  # only now: a fused stage must not commit what a failure cut short
         run.fused[name][1].close()
 
 

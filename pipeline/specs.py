@@ -211,7 +211,7 @@ class MapSpec(ComponentSpec[P]):
     run: Callable[[StageSpec[P], Path, Folder], Any]
     reads: Reads = "stream"
     # Its output is its input, record for record and block for block (tfrecord_write): where
-    # stages are batch jobs (Beam), the stage after it can run in the same job (map_chain).
+    # stages are batch jobs (Beam), the stage after it can run in the same job (fused: map_fused).
     passes_every_record: bool = False
     # It cuts its input into blocks of its own size (tfrecord_write: one per shard), so it
     # cannot run inside the job of the stage before it.

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
-from seqline.components.schema import schema_text
+from seqline.components import schema_text
 from seqline.orchestration.cli import dashboard, run, runs, schedule, scheduler, store, verify
 from seqline.orchestration.cli.console import UNBOUNDED_WIDTH, out
 from seqline.orchestration.cli.options import fail, output, usage_line

@@ -21,12 +21,18 @@ from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from seqline.components.batching import BatchingParams, Window
-    from seqline.components.evaluate import ErrorBound, EvaluateParams, ShareBound, Thresholds
-    from seqline.components.ingest import IngestParams
-    from seqline.components.preprocess import PreprocessParams
-    from seqline.components.tfrecord_write import TFRecordWriteParams
-    from seqline.components.train import TrainParams
+    from seqline.components import (
+        BatchingParams,
+        ErrorBound,
+        EvaluateParams,
+        IngestParams,
+        PreprocessParams,
+        ShareBound,
+        TFRecordWriteParams,
+        Thresholds,
+        TrainParams,
+        Window,
+    )
     from seqline.orchestration.api import Pipeline, RunResult, Stage
     from seqline.pipeline.deadletters import ErrorBudget
     from seqline.pipeline.errors import ConfigError, InternalError, SeqlineError, StageError
@@ -41,13 +47,9 @@ __version__ = _version("seqline")  # one source: the installed package's metadat
 # Where each public name is defined. Imported on first use (PEP 562): `import seqline` and
 # every `seqline` command load Arrow and the components only when they need them.
 _HOMES = {
-    "BatchingParams": "seqline.components.batching", "Window": "seqline.components.batching",
-    "ErrorBound": "seqline.components.evaluate", "EvaluateParams": "seqline.components.evaluate",
-    "ShareBound": "seqline.components.evaluate", "Thresholds": "seqline.components.evaluate",
-    "IngestParams": "seqline.components.ingest",
-    "PreprocessParams": "seqline.components.preprocess",
-    "TFRecordWriteParams": "seqline.components.tfrecord_write",
-    "TrainParams": "seqline.components.train",
+    **dict.fromkeys(["BatchingParams", "ErrorBound", "EvaluateParams", "IngestParams",
+                     "PreprocessParams", "ShareBound", "TFRecordWriteParams", "Thresholds",
+                     "TrainParams", "Window"], "seqline.components"),
     "Pipeline": "seqline.orchestration.api", "RunResult": "seqline.orchestration.api",
     "Stage": "seqline.orchestration.api",
     "ErrorBudget": "seqline.pipeline.deadletters",

@@ -53,14 +53,14 @@ class Runner(ABC):
             StageError: the first failing block in block order, with the worker's exception.
         """
 
-    def map_chain(self, tasks: list[MapTask],
+    def map_fused(self, tasks: list[MapTask],
                   blocks: Iterable[Block]) -> Iterator[list[BlockResult]]:
         """Run `tasks` one after the other on every block; yield each block's results in block
         order, one per task that ran on it (a task does not run after one that failed or kept
         no rows). Failures are returned, not raised. Only engines whose stages are batch
         jobs (Beam) have it: elsewhere stages stream into each other already, each with its
         own window of workers (see plan.FUSING_RUNNERS)."""
-        raise NotImplementedError(f"the {self.name} runner does not chain stages")
+        raise NotImplementedError(f"the {self.name} runner does not fuse stages")
 
     def close(self) -> None:  # noqa: B027 - engines without workers to release need nothing
         """Release the engine's workers."""

@@ -44,8 +44,8 @@ BeamMode = Literal["in_memory", "multi_threading", "multi_processing"]
 
 
 class BeamRunner(Runner):
-    """Runs each map stage (or a chain of them, `map_chain`) as one Beam job of `SeqlineMap`s:
-    Beam's FnApiRunner by default.
+    """Runs each map stage (or several fused into one, `map_fused`) as one Beam job of
+    `SeqlineMap`s: Beam's FnApiRunner by default.
 
     The FnApiRunner is named explicitly rather than "DirectRunner", which since Beam 2.68
     first tries the Prism runner, a binary it downloads: runs here stay offline and repeatable.
@@ -86,18 +86,18 @@ class BeamRunner(Runner):
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
                    ordered: bool = True) -> Iterator[BlockResult]:
-        for results in self.map_chain([task], blocks):
+        for results in self.map_fused([task], blocks):
             results[0].raise_if_failed()
             yield results[0]
 
-    def map_chain(self, tasks: list[MapTask],
+    def map_fused(self, tasks: list[MapTask],
                   blocks: Iterable[Block]) -> Iterator[list[BlockResult]]:
         """Run `tasks` one after the other on every block, all in one Beam job.
 
         Yields, in block order, each block's results: one per task that ran on it. Task k + 1
         runs on task k's output with the same block index, and not at all where task k failed
         or kept no rows (the list is then shorter). Failures are returned, not raised: each
-        belongs to its own stage. Beam fuses the chain, so a block goes through every task in
+        belongs to its own stage. Beam fuses them, so a block goes through every task in
         one bundle: one job's start-up, and no trip through storage between the stages.
         """
         work = self._scratch_for(tasks[0].stage)
@@ -259,7 +259,7 @@ def _outs(work: str, tasks: list[MapTask]) -> list[str]:
 
 
 def _results_of(index: int, outs: list[str]) -> Iterator[BlockResult]:
-    """Block `index`'s results, stage by stage, up to where its chain stopped."""
+    """Block `index`'s results, stage by stage, up to the stage where it stopped."""
     for out in outs:
         try:
             yield read_result(f"{out}/{result_name(index)}")

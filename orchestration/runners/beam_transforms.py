@@ -63,7 +63,7 @@ def _run_block(element: tuple[int, bytes | None], task: MapTask, results: str,
 
     Returns (index, Arrow IPC bytes of the output), the next SeqlineMap's input; the bytes are
     None where there is nothing to pass on (the block failed or kept no rows), and a None in
-    is passed on as it is: an earlier stage of the chain stopped on this block.
+    is passed on as it is: an earlier fused stage stopped on this block.
 
     A result already there means Beam ran the bundle again after the block was done (its
     worker died later, or a cluster runner retried the bundle): the block is not run twice.
@@ -135,8 +135,8 @@ class SeqlineMap(beam.PTransform):
     to `results`/block-NNNNNNNNN.result, a fsspec URL every worker and the reader can reach
     (`gs://…`, `s3://…`; a local folder only where the workers share the machine). The output
     element is (index, the output's IPC bytes), or (index, None) where the block failed or
-    kept no rows, so SeqlineMaps chain: Beam fuses them, and each block goes through every
-    stage in one bundle, with no trip through storage in between.
+    kept no rows, so SeqlineMaps follow each other: Beam fuses them, and each block goes
+    through every stage in one bundle, with no trip through storage in between.
 
     PCollections have no order, so nothing here trusts element order: results are named by
     block index and the reader reads them back in index order (`read_result`). A block whose
@@ -160,10 +160,10 @@ class SeqlineMap(beam.PTransform):
 
 
 class MarkDone(beam.PTransform):
-    """(index, anything) -> an empty `folder`/block-N.done: the block went through the chain.
+    """(index, anything) -> an empty `folder`/block-N.done: the block went through every stage.
 
     What tells a job that stopped half way (a worker died) which blocks are still to run: a
-    block the chain stopped early (failed, or no rows left) has no result for its later stages.
+    block stopped early (failed, or no rows left) has no result for its later fused stages.
     """
 
     def __init__(self, folder: str) -> None:

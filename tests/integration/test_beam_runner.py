@@ -120,7 +120,7 @@ def test_seqline_map_in_a_users_pipeline_writes_results_by_block_index(s3_root):
     assert np.array_equal(_seq(results), np.arange(600))
 
 
-def test_map_chain_runs_every_block_through_both_stages_in_one_worker():
+def test_map_fused_runs_every_block_through_both_stages_in_one_worker():
     """Chained stages (a tfrecord_write and the preprocess after it, in a run) are one job:
     each block goes through both in one bundle, on one worker, under random latency."""
     first = _task("stamp_pid", column="pid_first", base_ms=20, seed=1)
@@ -129,33 +129,33 @@ def test_map_chain_runs_every_block_through_both_stages_in_one_worker():
     peaks: dict[str, int] = {}
     runner = BeamRunner(workers=2, mode="multi_processing", publish=lambda e: peaks.update(
         {e.stage: max(peaks.get(e.stage, 0), e.in_flight)} if isinstance(e, Occupancy) else {}))
-    chained = list(runner.map_chain([first, second], _blocks()))
-    assert [len(results) for results in chained] == [2] * 15
+    fused = list(runner.map_fused([first, second], _blocks()))
+    assert [len(results) for results in fused] == [2] * 15
     for k, stage in enumerate(("features", "more")):
-        results = [r[k] for r in chained]
+        results = [r[k] for r in fused]
         assert {r.stage for r in results} == {stage}
         assert [r.index for r in results] == list(range(15))
         assert np.array_equal(_seq(results), np.arange(600))  # complete and ascending
-    out = pa.Table.from_batches([r[1].batch for r in chained])
+    out = pa.Table.from_batches([r[1].batch for r in fused])
     assert out.column("pid_first").equals(out.column("pid_second"))  # one bundle, one worker
     assert peaks == {"features": 2, "more": 2}  # as the runner published them
 
 
-def test_map_chain_stops_a_block_where_a_stage_fails_or_keeps_nothing():
+def test_map_fused_stops_a_block_where_a_stage_fails_or_keeps_nothing():
     first = _task("stamp_pid", base_ms=1, below=100)  # blocks 3 and on keep no rows
     second = dataclasses.replace(_task("boom_at", seq=20), stage="more")
-    chained = list(BeamRunner(workers=2, mode="multi_threading").map_chain([first, second],
+    fused = list(BeamRunner(workers=2, mode="multi_threading").map_fused([first, second],
                                                                           _blocks()))
-    assert [len(results) for results in chained] == [2, 2, 2] + [1] * 12
-    assert [r[0].counts.records_out for r in chained] == [40, 40, 20] + [0] * 12
-    failed = [r[1].index for r in chained[:3] if r[1].failure is not None]
+    assert [len(results) for results in fused] == [2, 2, 2] + [1] * 12
+    assert [r[0].counts.records_out for r in fused] == [40, 40, 20] + [0] * 12
+    failed = [r[1].index for r in fused[:3] if r[1].failure is not None]
     assert failed == [0]  # returned, not raised: the failure is the second stage's to raise
     with pytest.raises(StageError, match=r"stage 'more' failed on seq 20 \(block 0\)"):
-        chained[0][1].raise_if_failed()
+        fused[0][1].raise_if_failed()
 
 
 CHAINED = """
-name: chained
+name: fused
 stages:
   - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 40}}
   - {name: write, component: tfrecord_write, params: {shard_records: 100}}
@@ -165,7 +165,7 @@ stages:
 """
 
 
-def _chained_run(tmp_path, fn: str, kw: str):
+def _fused_run(tmp_path, fn: str, kw: str):
     (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(1000)))
     shutil.copy(USERFNS / "latency.py", tmp_path)
     text = CHAINED.replace("FN", fn).replace("KW", kw)
@@ -174,8 +174,8 @@ def _chained_run(tmp_path, fn: str, kw: str):
         return run_pipeline(spec, runner, tmp_path / "root", "r1")
 
 
-def test_chained_stages_store_what_the_local_runner_stores(tmp_path):
-    reports = {r.stage: r for r in _chained_run(tmp_path, "skewed", "base_ms: 10, seed: 4")}
+def test_fused_stages_store_what_the_local_runner_stores(tmp_path):
+    reports = {r.stage: r for r in _fused_run(tmp_path, "skewed", "base_ms: 10, seed: 4")}
     spec = parse_pipeline(CHAINED.replace("FN", "skewed").replace("KW", "base_ms: 10, seed: 4"),
                           tmp_path, COMPONENTS)
     with make_runner("local", workers=2) as runner:
@@ -190,9 +190,9 @@ def test_chained_stages_store_what_the_local_runner_stores(tmp_path):
     assert reports["features"].blocks == reports["write"].blocks == 10
 
 
-def test_a_chained_stage_fails_by_itself_and_commits_nothing(tmp_path):
+def test_a_fused_stage_fails_by_itself_and_commits_nothing(tmp_path):
     with pytest.raises(StageError, match=r"stage 'features' failed on seq 420 \(block 4\)"):
-        _chained_run(tmp_path, "boom_at", "seq: 420")
+        _fused_run(tmp_path, "boom_at", "seq: 420")
     run = tmp_path / "root" / "runs" / "r1"
     assert not (run / "features").exists()
     assert list(run.glob(".*.tmp-*")) == []  # nothing half-written left behind

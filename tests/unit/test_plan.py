@@ -8,7 +8,7 @@ import pytest
 from seqline.components import COMPONENTS
 from seqline.orchestration.cache import NOT_IN_FOLDER
 from seqline.orchestration.key_changes import changes as _changes
-from seqline.orchestration.plan import Step, runnable_committed, wire
+from seqline.orchestration.plan import Step, connections, runnable_committed
 from seqline.pipeline.config import parse_pipeline
 
 READ = "  - {name: read, component: ingest, params: {format: csv, paths: [in.csv]}}\n"
@@ -73,7 +73,7 @@ def test_wire_connects_each_stage(tmp_path, stages, options, expected):
     (tmp_path / "in.csv").write_text("x\n1\n2\n")
     (tmp_path / "fns.py").write_text("def f(batch):\n    return batch\n")
     spec = parse_pipeline("name: t\nstages:\n" + "".join(stages), tmp_path, COMPONENTS)
-    assert wire(spec, COMPONENTS, **options) == expected
+    assert connections(spec, COMPONENTS, **options) == expected
 
 
 def test_a_committed_stream_stage_reruns_when_its_reader_does(tmp_path):
