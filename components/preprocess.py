@@ -17,8 +17,8 @@ from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.functions import FunctionRef, load_function
 from seqline.pipeline.params import StageParams
 from seqline.pipeline.specs import MapSpec, Sample, StageSpec
-from seqline.pipeline.stage import MapTask
 from seqline.pipeline.storage import Folder
+from seqline.pipeline.tasks import MapTask
 
 __all__ = ["SPEC", "PreprocessParams", "apply_batch", "make_task"]
 

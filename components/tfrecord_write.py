@@ -10,8 +10,8 @@ from pydantic import Field
 
 from seqline.pipeline.params import StageParams
 from seqline.pipeline.specs import MapSpec, StageSpec
-from seqline.pipeline.stage import MapTask
 from seqline.pipeline.storage import Folder
+from seqline.pipeline.tasks import MapTask
 from seqline.pipeline.tfrecord import ShardSink
 
 __all__ = ["SPEC", "Compression", "CompressionLevel", "TFRecordWriteParams", "make_sink",

@@ -36,7 +36,7 @@ def quiet_engines(verbose: bool = False, quiet: bool = False) -> None:
     TF_CPP_MIN_LOG_LEVEL wins. `worker_environment` is the same for workers on other machines.
     """
     if quiet:
-        os.environ[LOG_LEVEL] = "ERROR"  # read by pipeline/stage.py in every worker
+        os.environ[LOG_LEVEL] = "ERROR"  # read by pipeline/tasks.py in every worker
         logging.getLogger("seqline").setLevel(logging.ERROR)
     if verbose:
         return

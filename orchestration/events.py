@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
-from seqline.pipeline.stage import Counts
+from seqline.pipeline.tasks import Counts
 
 __all__ = ["BlockRetried", "BlocksDone", "Event", "EventBus", "Occupancy", "RecordsConsumed",
            "RunEnded", "RunStarted", "StageCommitted", "StageFailed", "StagePlanned",

@@ -31,8 +31,8 @@ from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import Cancelled, StageError
 from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.specs import PipelineSpec
-from seqline.pipeline.stage import BlockResult, Counts, MapTask
 from seqline.pipeline.storage import Folder, storage_of
+from seqline.pipeline.tasks import BlockResult, Counts, MapTask
 from seqline.pipeline.tfrecord import schema_from_text
 
 __all__ = ["run_plan"]

@@ -15,8 +15,8 @@ from seqline.orchestration.events import (
     StageSkipped,
     StageStarted,
 )
-from seqline.pipeline.stage import Counts
 from seqline.pipeline.storage import Folder
+from seqline.pipeline.tasks import Counts
 
 __all__ = ["RunReports", "StageReport"]
 

@@ -18,8 +18,8 @@ from seqline.pipeline.deadletters import DeadLetterFile
 from seqline.pipeline.errors import StageError
 from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.specs import StageSpec
-from seqline.pipeline.stage import BlockResult, Counts
 from seqline.pipeline.storage import Folder
+from seqline.pipeline.tasks import BlockResult, Counts
 from seqline.pipeline.tfrecord import schema_to_text
 
 if TYPE_CHECKING:

@@ -31,8 +31,8 @@ from seqline.pipeline.specs import (
     StageResult,
     StageSpec,
 )
-from seqline.pipeline.stage import BlockResult, Counts, MapTask
 from seqline.pipeline.storage import Folder
+from seqline.pipeline.tasks import BlockResult, Counts, MapTask
 
 if TYPE_CHECKING:
     from seqline.orchestration.executor import RunContext

@@ -29,7 +29,7 @@ from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.params import StageParams
 from seqline.pipeline.specs import Sample, SourceSpec, StageSpec
-from seqline.pipeline.stage import BlockResult, Counts, MapBlocks
+from seqline.pipeline.tasks import BlockResult, Counts, MapBlocks
 
 __all__ = ["SPEC", "IngestParams", "read_blocks", "resolve_sources"]
 

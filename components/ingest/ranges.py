@@ -32,7 +32,7 @@ from seqline.components.ingest.readers import Part, ReadError, Source, read_sour
 from seqline.pipeline.blocks import SEQ, Block, with_seq
 from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import StageError
-from seqline.pipeline.stage import MapBlocks, SourceTask
+from seqline.pipeline.tasks import MapBlocks, SourceTask
 
 __all__ = ["Range", "bad_record_error", "plan_ranges", "read_parallel", "read_parts",
            "schema_mismatch"]

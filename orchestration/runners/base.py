@@ -12,7 +12,7 @@ from seqline.orchestration.events import BlockRetried, Occupancy, Subscriber
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import ConfigError, StageError
 from seqline.pipeline.reorder import ReorderBuffer
-from seqline.pipeline.stage import BlockResult, MapTask, StageFailure
+from seqline.pipeline.tasks import BlockResult, MapTask, StageFailure
 
 __all__ = ["Engine", "Runner", "poisoned", "retry_after_death", "run_windowed"]
 

@@ -32,7 +32,7 @@ from seqline.orchestration.runners.beam_transforms import (
 )
 from seqline.pipeline.blocks import Block, batch_to_ipc
 from seqline.pipeline.errors import Cancelled, ConfigError
-from seqline.pipeline.stage import BlockResult, MapTask
+from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["BeamRunner", "SeqlineMap"]
 

@@ -13,8 +13,8 @@ from fsspec.core import url_to_fs
 
 from seqline.orchestration.runners.base import poisoned
 from seqline.pipeline.blocks import Block, batch_from_ipc, batch_to_ipc
-from seqline.pipeline.stage import BlockResult, MapTask
 from seqline.pipeline.storage import folder, storage_of
+from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["MarkDone", "ReadBlocks", "SeqlineMap", "block_name", "done_name", "put", "read_result",
            "result_name"]

@@ -26,14 +26,14 @@ from seqline.orchestration.runners.base import Runner, poisoned, retry_after_dea
 from seqline.orchestration.runners.local_worker import init_worker, marker, run_marked
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import Cancelled
-from seqline.pipeline.stage import BlockResult, MapTask
+from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["LocalRunner"]
 
 
 # Imported once by the fork server, so each worker starts with them loaded (tfx-bsl's coders
 # take about 1 s and 230 MB to import) instead of importing them on its first block.
-PRELOAD = ["seqline.pipeline.stage", "pyarrow", "seqline.pipeline.tfrecord",
+PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "seqline.pipeline.tfrecord",
            "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker"]
 
 

@@ -24,7 +24,7 @@ from types import FrameType
 
 from seqline.orchestration.processes import pid_alive
 from seqline.pipeline.blocks import Block
-from seqline.pipeline.stage import BlockResult, MapTask
+from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["init_worker", "marker", "run_marked"]
 

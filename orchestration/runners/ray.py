@@ -17,7 +17,7 @@ from seqline.orchestration.runners.base import Runner, poisoned, retry_after_dea
 from seqline.orchestration.runners.ray_train import RayTrainLauncher
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import Cancelled
-from seqline.pipeline.stage import BlockResult, MapTask
+from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["RayRunner"]
 

@@ -22,7 +22,7 @@ from seqline.orchestration.recorder import RunRecorder
 from seqline.orchestration.run_options import RunOptions
 from seqline.orchestration.store import RunStore
 from seqline.pipeline.config import load_pipeline
-from seqline.pipeline.stage import Counts
+from seqline.pipeline.tasks import Counts
 
 PIPELINE = """\
 name: recorded

@@ -4,7 +4,7 @@ import pytest
 
 from seqline.pipeline.blocks import SEQ, Block, to_blocks
 from seqline.pipeline.errors import StageError
-from seqline.pipeline.stage import Counts, MapTask, check_order
+from seqline.pipeline.tasks import Counts, MapTask, check_order
 
 
 def _block(seq, index=0):

@@ -33,7 +33,7 @@ from seqline.pipeline.artifacts import MANIFEST
 from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.errors import StageError
 from seqline.pipeline.specs import PipelineSpec
-from seqline.pipeline.stage import Counts
+from seqline.pipeline.tasks import Counts
 from tests.conftest import USERFNS
 
 ROWS = 300

@@ -28,7 +28,7 @@ from seqline.components.ingest.readers import Source
 from seqline.pipeline import tfrecord
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.deadletters import ErrorBudget
-from seqline.pipeline.stage import SourceTask
+from seqline.pipeline.tasks import SourceTask
 
 BUDGET = ErrorBudget(max_fraction=0.5)
 

@@ -13,7 +13,7 @@ from seqline.orchestration.events import (
     WaitStarted,
 )
 from seqline.orchestration.live_stage import PROGRESS, LiveStage
-from seqline.pipeline.stage import Counts
+from seqline.pipeline.tasks import Counts
 
 
 def _stage() -> LiveStage:

@@ -12,7 +12,7 @@ from seqline.components import stage as new_stage
 from seqline.pipeline.blocks import SEQ, Block
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import StageError
-from seqline.pipeline.stage import Counts
+from seqline.pipeline.tasks import Counts
 
 FNS = '''
 import numpy as np

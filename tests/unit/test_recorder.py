@@ -33,7 +33,7 @@ from seqline.orchestration.run_options import RunOptions
 from seqline.orchestration.store import RunStore
 from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.specs import PipelineSpec
-from seqline.pipeline.stage import Counts
+from seqline.pipeline.tasks import Counts
 
 PIPELINE = """\
 name: recorded
