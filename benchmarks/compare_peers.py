@@ -173,7 +173,7 @@ def skew(args) -> None:
 
     from seqline.components.preprocess import apply_batch
     from seqline.orchestration.runners import make_runner
-    from seqline.pipeline.stage import MapTask
+    from seqline.pipeline.tasks import MapTask
 
     # runner_throughput._task predates preprocess's shard sink; the same task, without a sink
     fn = functools.partial(apply_batch, fn_ref="latency:skewed", batch_format="pyarrow",
