@@ -45,7 +45,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from seqline.pipeline.errors import ConfigError, InternalError
 
-__all__ = ["Folder", "Location", "Storage", "folder", "fspath", "is_remote", "open_root",
+__all__ = ["Folder", "Location", "Storage", "folder", "fspath", "open_root",
            "scratch", "seqline_home", "slug", "storage_of", "write_atomically", "write_json"]
 
 
@@ -231,10 +231,6 @@ def scratch(run: Folder) -> Path:
     run's own folder on a local root, else $SEQLINE_HOME/scratch/<its URL as a name>, the
     same one for a resumed run on this machine."""
     return storage_of(run).on_disk(run) or seqline_home() / "scratch" / slug(fspath(run))
-
-
-def is_remote(place: Folder | str) -> bool:
-    return storage_of(place).on_disk(folder(place) if isinstance(place, str) else place) is None
 
 
 def folder(text: str | Path) -> Folder:

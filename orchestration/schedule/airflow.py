@@ -11,8 +11,9 @@ from sqlalchemy.engine import make_url
 from seqline.orchestration.schedule.launch import root_text
 from seqline.orchestration.schedule.times import explain, run_id_for, zone
 from seqline.orchestration.store import Schedule
+from seqline.orchestration.store.engine import store_beside
 from seqline.pipeline.artifacts import check_run_id
-from seqline.pipeline.storage import Folder, is_remote
+from seqline.pipeline.storage import Folder
 
 __all__ = ["airflow_dag"]
 
@@ -98,7 +99,7 @@ def airflow_dag(schedule: Schedule, root: Folder, store: str | None) -> str:
                "\n        append_env=True,")
     elif store:
         command += _words("--store", store)
-    elif is_remote(root):
+    elif not store_beside(root):
         env = ("\n        # An object-store root holds no database: without --store each worker "
                "keeps\n        # its own run store (~/.seqline/stores); export with --store "
                "to share one.")

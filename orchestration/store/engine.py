@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 __all__ = ["HEAD", "HEAD_REVISION", "alembic_config", "current_revision", "make_engine",
-           "store_url", "upgrade", "writing"]
+           "store_beside", "store_url", "upgrade", "writing"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "head"
@@ -164,6 +164,12 @@ def upgrade(engine: Engine, revision: str = HEAD) -> None:
             raise ConfigError(f"cannot migrate the run store at {engine.url!r} (at revision "
                               f"{current_revision(engine)}) to {revision}: {exc}. Upgrade "
                               "seqline, or point --store elsewhere.") from exc
+
+
+def store_beside(root: Folder) -> bool:
+    """Whether `root` keeps its run store beside its runs (a local folder does; an object store
+    holds no database, see `store_url`)."""
+    return storage_of(root).on_disk(root) is not None
 
 
 def store_url(root: Folder, url: str | None, create: bool = True) -> tuple[Path, str | None]:
