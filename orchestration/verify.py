@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,10 +21,16 @@ from seqline.pipeline.deadletters import DEAD_LETTERS
 from seqline.pipeline.errors import RunNotFound
 from seqline.pipeline.storage import Folder, open_root, storage_of, write_json
 from seqline.pipeline.tfrecord import CorruptRecord, decode, iter_records
+from seqline.pipeline.tfrecord.seq_scan import scan_seq
 
 __all__ = ["StageCheck", "verdict", "verify_run"]
 
 _SEQ_ONLY = pa.schema([pa.field(SEQ, pa.int64())])
+# Shards read at once: inflating, hashing and reading from an object store release the GIL, so
+# a thread per core (and two more to cover a store's latency) keeps every core busy.
+_READERS = min(8, (os.cpu_count() or 1) + 2)
+
+_ShardRead = Future  # of (problems, seq or None): one shard checked by _check_shard
 
 
 @dataclass
@@ -62,15 +70,23 @@ def verify_run(root: Folder | str, run_id: str) -> list[StageCheck]:
     outputs: dict[str, np.ndarray | None] = {}
     checks = []
     previous: str | None = None
-    for stage_dir in _stage_dirs(folder):
-        manifest = read_manifest(stage_dir)
-        check = StageCheck(manifest["stage"], manifest["component"],
-                           manifest["records_out"], len(manifest.get("shards") or []))
-        source = manifest.get("input") or previous
-        seq = _check_stage(stage_dir, manifest, outputs.get(source) if source else None, check)
-        outputs[check.stage] = seq
-        checks.append(check)
-        previous = check.stage
+    pool = ThreadPoolExecutor(_READERS, thread_name_prefix="verify")
+    try:
+        # every stage's shards are read ahead, in pipeline order, while earlier stages are
+        # checked; each stage then takes its shards' results in manifest order
+        stages = [(d, read_manifest(d)) for d in _stage_dirs(folder)]
+        reads = [_read_shards(pool, d, m) for d, m in stages]
+        for (stage_dir, manifest), shard_reads in zip(stages, reads, strict=True):
+            check = StageCheck(manifest["stage"], manifest["component"],
+                               manifest["records_out"], len(manifest.get("shards") or []))
+            source = manifest.get("input") or previous
+            seq = _check_stage(stage_dir, manifest, outputs.get(source) if source else None,
+                               check, shard_reads)
+            outputs[check.stage] = seq
+            checks.append(check)
+            previous = check.stage
+    finally:  # on an error, shards not yet read are not read
+        pool.shutdown(cancel_futures=True)
     _save_verdict(folder, checks)
     return checks
 
@@ -101,7 +117,7 @@ def _stage_dirs(folder: Folder) -> list[Folder]:
 
 
 def _check_stage(stage_dir: Folder, m: dict[str, Any], upstream: np.ndarray | None,
-                 check: StageCheck) -> np.ndarray | None:
+                 check: StageCheck, shard_reads: list[_ShardRead]) -> np.ndarray | None:
     problems = check.problems
     if m["records_in"] + m["exploded"] != m["records_out"] + m["filtered"] + m["dead_lettered"]:
         problems.append(
@@ -112,7 +128,7 @@ def _check_stage(stage_dir: Folder, m: dict[str, Any], upstream: np.ndarray | No
     _check_uploaded(stage_dir, m, problems)
     check.dead_letters = len(dead)
     if m.get("format") == "tfrecord":
-        seq = _check_shards(stage_dir, m, problems)
+        seq = _check_shards(shard_reads, m, problems)
     elif COMPONENTS[m["component"]].reads == "files":  # seq: the rank among all records read
         keep = np.ones(m["records_in"], bool)
         keep[dead[(dead >= 0) & (dead < len(keep))]] = False
@@ -169,47 +185,68 @@ def _check_uploaded(stage_dir: Folder, m: dict[str, Any], problems: list[str]) -
                 f"{stored[name]} bytes, manifest says {size}"))
 
 
-def _check_shards(stage_dir: Folder, m: dict[str, Any], problems: list[str]) -> np.ndarray | None:
-    parts = []
-    for i, shard in enumerate(m["shards"]):
-        seq = _check_shard(stage_dir, i, shard, m["compression"], problems)
-        if seq is None:
-            return None
-        parts.append(seq)
-        if i and len(seq) and len(parts[i - 1]):
-            before = parts[i - 1][-1]
-            if seq[0] < before or (seq[0] == before and not m["exploded"]):
-                problems.append(
-                    f"shard order: shard {i} ({shard['path']}, seq {seq[0]}..{seq[-1]}) comes "
-                    f"after seq {before}; shards must be listed in seq order")
+def _read_shards(pool: ThreadPoolExecutor, stage_dir: Folder, m: dict[str, Any]
+                 ) -> list[_ShardRead]:
+    if m.get("format") != "tfrecord":
+        return []
+    return [pool.submit(_check_shard, stage_dir, i, shard, m["compression"])
+            for i, shard in enumerate(m["shards"])]
+
+
+def _check_shards(reads: list[_ShardRead], m: dict[str, Any], problems: list[str]
+                  ) -> np.ndarray | None:
+    """The stage's seq, shard after shard; None from the first shard that cannot be read.
+
+    The shards were read at once; their problems are taken in manifest order, up to the
+    first unreadable one, so the verdict does not depend on which thread finished first.
+    """
+    parts: list[np.ndarray] = []
+    try:
+        for i, (read, shard) in enumerate(zip(reads, m["shards"], strict=True)):
+            found, seq = read.result()
+            problems.extend(found)
+            if seq is None:
+                return None
+            parts.append(seq)
+            if i and len(seq) and len(parts[i - 1]):
+                before = parts[i - 1][-1]
+                if seq[0] < before or (seq[0] == before and not m["exploded"]):
+                    problems.append(
+                        f"shard order: shard {i} ({shard['path']}, seq {seq[0]}..{seq[-1]}) "
+                        f"comes after seq {before}; shards must be listed in seq order")
+    finally:
+        for read in reads:  # after an unreadable shard, the rest are not needed
+            read.cancel()
     return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
-def _check_shard(stage_dir: Folder, i: int, shard: dict[str, Any], compression: str,
-                 problems: list[str]) -> np.ndarray | None:
+def _check_shard(stage_dir: Folder, i: int, shard: dict[str, Any], compression: str
+                 ) -> tuple[list[str], np.ndarray | None]:
+    """One shard's problems and seq (None if it cannot be read), from one read of its bytes."""
     name = f"shard {i} ({shard['path']})"
     path = stage_dir / shard["path"]
     if not path.exists():
-        problems.append(f"{name}: file missing")
-        return None
+        return [f"{name}: file missing"], None
+    problems = []
     data = path.read_bytes()
     if len(data) != shard["bytes"]:
         problems.append(f"{name}: {len(data)} bytes, manifest says {shard['bytes']}")
     if hashlib.sha256(data).hexdigest() != shard["sha256"]:
         problems.append(f"{name}: checksum differs from the manifest's: the bytes changed")
-    try:
-        records = [r for chunk in iter_records(io.BytesIO(data), str(path), compression)
-                   for r in chunk]  # the bytes just checked, not a second read
-        seq = seq_of(decode(records, _SEQ_ONLY))
-    except CorruptRecord as exc:
-        problems.append(f"{name}: unreadable: {exc}")
-        return None
+    seq = scan_seq(data, compression)  # framing, CRCs and seq, without decoding Examples
+    if seq is None:  # not as seqline writes shards: the exact reader says what is wrong
+        try:
+            records = [r for chunk in iter_records(io.BytesIO(data), str(path), compression)
+                       for r in chunk]  # the bytes just checked, not a second read
+            seq = seq_of(decode(records, _SEQ_ONLY))
+        except CorruptRecord as exc:
+            return [*problems, f"{name}: unreadable: {exc}"], None
     if len(seq) != shard["records"]:
         problems.append(f"{name}: {len(seq)} records, manifest says {shard['records']}")
     if len(seq) and (seq[0], seq[-1]) != (shard["seq_first"], shard["seq_last"]):
         problems.append(f"{name}: seq {seq[0]}..{seq[-1]}, manifest says "
                         f"{shard['seq_first']}..{shard['seq_last']}")
-    return seq
+    return problems, seq
 
 
 def _check_order(seq: np.ndarray, m: dict[str, Any], problems: list[str]) -> None:

@@ -1,0 +1,221 @@
+"""A stored shard's seq, read from its framing and the Examples' wire format, with no decoding.
+
+`seqline verify` reads every shard of a run. Decoding whole tf.train.Examples to get one int64
+feature cost 60 % of its time, and the record-by-record framing reader most of the rest. Here a
+shard is inflated in one go, its records are found by one tight walk over the lengths, both
+CRCs of every record are checked, and the `__seq__` feature is found in every row at once with
+vectorized varint reads, one map entry position at a time (the layout example_order.py
+documents). Anything that is not the layout seqline writes (a bad CRC, a truncated record, a
+record that is not an Example, a seq feature missing, repeated or not one int64) gives None:
+the caller then reads the shard the exact way (framing.iter_records and the C++ decoder), which
+names the problem. So a shard this accepts is one that the exact reader accepts with the same
+seq, and any shard it refuses costs one more read, never a different verdict.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import google_crc32c
+import numpy as np
+
+from seqline.pipeline.blocks import SEQ
+from seqline.pipeline.tfrecord.framing import (
+    _FOOTER,
+    _HEADER,
+    CorruptRecord,
+    _decompressed,
+    _length_crcs,
+    _masked,
+)
+
+__all__ = ["scan_seq"]
+
+_KEY = SEQ.encode()
+_KEY_BYTES = np.frombuffer(_KEY, np.uint8)
+_EMBEDDED = 0x0A  # field 1, length-delimited: Example.features, Features.feature, MapEntry.key
+_VALUE = 0x12  # field 2, length-delimited: MapEntry.value (the Feature)
+_INT64_LIST = 0x1A  # field 3 of Feature (bytes_list is 0x0a, float_list 0x12)
+_LIST_TAGS = (0x0A, 0x12, 0x1A)
+_PACKED = 0x0A  # Int64List.value, packed (what every writer emits for a non-empty list)
+# 10: the longest varint (a negative int64); lengths of a shard's parts fit far fewer bytes.
+_VARINT_MAX = 10
+
+
+def scan_seq(data: bytes, compression: str) -> np.ndarray | None:
+    """The seq of every record of a shard's stored bytes, in order, or None (read it exactly).
+
+    Args:
+        data: the shard file's bytes as stored.
+        compression: "gzip", "none" or "auto", as for `iter_records`.
+
+    Returns:
+        int64 seq per record; None when the bytes are not a well-formed shard of Examples in
+        seqline's layout, each with one int64 `__seq__` (the exact reader then says why).
+
+    Example: a shard of Examples with __seq__ 4, 5, 6 gives array([4, 5, 6]).
+    """
+    try:
+        buffer = b"".join(_decompressed(io.BytesIO(data), compression))
+    except CorruptRecord:
+        return None
+    starts = _record_starts(buffer)
+    if starts is None:
+        return None
+    view = np.frombuffer(buffer, np.uint8)
+    lengths = _framed_lengths(view, starts)
+    if lengths is None or not _data_crcs_match(buffer, view, starts, lengths):
+        return None
+    return _seq_of_examples(view, starts + _HEADER, lengths)
+
+
+def _record_starts(buffer: bytes) -> np.ndarray | None:
+    """Where each record starts: one walk over the length fields (each depends on the last)."""
+    starts: list[int] = []
+    add, unpack = starts.append, struct.Struct("<Q").unpack_from
+    pos, size = 0, len(buffer)
+    while pos + _HEADER <= size:
+        add(pos)
+        pos += unpack(buffer, pos)[0] + _HEADER + _FOOTER
+    return np.array(starts, np.int64) if pos == size else None
+
+
+def _framed_lengths(view: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
+    """Each record's length, if every length's CRC matches."""
+    lengths = view[starts[:, None] + np.arange(8)].view("<u8").ravel().astype(np.int64)
+    stored = view[starts[:, None] + np.arange(8, 12)].view("<u4").ravel()
+    return lengths if np.array_equal(stored, _length_crcs(lengths)) else None
+
+
+def _data_crcs_match(buffer: bytes, view: np.ndarray, starts: np.ndarray,
+                     lengths: np.ndarray) -> bool:
+    ends = starts + _HEADER + lengths
+    slices = map(slice, (starts + _HEADER).tolist(), ends.tolist())
+    # google_crc32c takes bytes only (no memoryview): one slice per record, one C call each
+    computed = np.fromiter(map(google_crc32c.value, map(buffer.__getitem__, slices)),
+                           np.uint32, len(starts))
+    stored = view[ends[:, None] + np.arange(_FOOTER)].view("<u4").ravel()
+    return np.array_equal(stored, _masked(computed))
+
+
+def _seq_of_examples(view: np.ndarray, at: np.ndarray, lengths: np.ndarray
+                     ) -> np.ndarray | None:
+    """The one int64 `__seq__` of each serialized Example at `at` (of `lengths` bytes)."""
+    end = at + lengths
+    features = _field(view, at, end, _EMBEDDED)
+    if features is None or not np.array_equal(features[1], end):
+        return None
+    pos = features[0]
+    seq_at = np.full(len(at), -1, np.int64)
+    rows = np.flatnonzero(pos < end)
+    while len(rows):  # one pass per map entry position: as many as the Examples have features
+        entry_end = _map_entry(view, pos[rows], end[rows], seq_at, rows)
+        if entry_end is None:
+            return None
+        pos[rows] = entry_end
+        rows = rows[entry_end < end[rows]]
+    if (seq_at < 0).any():
+        return None
+    return _one_int64(view, seq_at, end)
+
+
+def _map_entry(view: np.ndarray, at: np.ndarray, end: np.ndarray, seq_at: np.ndarray,
+               rows: np.ndarray) -> np.ndarray | None:
+    """Check the map entry at `at` in each of `rows`; note where a `__seq__` Feature starts.
+
+    Returns where each entry ends, or None if one is not a key then a Feature spanning it.
+    """
+    entry = _field(view, at, end, _EMBEDDED)
+    if entry is None:
+        return None
+    content, entry_end = entry
+    key = _field(view, content, entry_end, _EMBEDDED)
+    if key is None:
+        return None
+    feature = _field(view, key[1], entry_end, _VALUE)
+    if feature is None or not np.array_equal(feature[1], entry_end) \
+            or not _lists_span(view, feature[0], entry_end):
+        return None
+    is_seq = _is_key(view, key[0], key[1] - key[0])
+    if (seq_at[rows[is_seq]] >= 0).any():
+        return None  # a repeated key: the exact reader decides which one counts
+    seq_at[rows[is_seq]] = feature[0][is_seq]
+    return entry_end
+
+
+def _field(view: np.ndarray, at: np.ndarray, end: np.ndarray, tag: int | None
+           ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The length-delimited field with `tag` at each `at`: where its payload starts and ends.
+
+    None if a field has another tag (any tag goes if `tag` is None) or does not fit before
+    `end`.
+    """
+    if (at + 1 >= end).any() or (tag is not None and (view[at] != tag).any()):
+        return None
+    first = view[at + 1].astype(np.int64)
+    if (first < 0x80).all():  # the usual case: every length fits one byte
+        payload = at + 2
+        stop = payload + first
+    else:
+        length, size = _varint(view, at + 1, end)
+        if size is None or (length >= 1 << 40).any():  # 2^40: beyond any record, int64-safe
+            return None
+        payload = at + 1 + size
+        stop = payload + length.astype(np.int64)
+    return None if (stop > end).any() else (payload, stop)
+
+
+def _lists_span(view: np.ndarray, at: np.ndarray, end: np.ndarray) -> bool:
+    """Each non-empty Feature is one bytes, float or int64 list spanning it exactly."""
+    full = at < end
+    at, end = at[full], end[full]
+    tag = view[at]
+    if not ((tag == _LIST_TAGS[0]) | (tag == _LIST_TAGS[1]) | (tag == _LIST_TAGS[2])).all():
+        return False
+    field = _field(view, at, end, None)
+    return field is not None and np.array_equal(field[1], end)
+
+
+def _is_key(view: np.ndarray, at: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Which keys (at `at`, of `length` bytes) are `__seq__`."""
+    match = length == len(_KEY)
+    rows = np.flatnonzero(match)
+    match[rows] = (view[at[rows, None] + np.arange(len(_KEY))] == _KEY_BYTES).all(axis=1)
+    return match
+
+
+def _one_int64(view: np.ndarray, at: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """The value of each Feature at `at`: an int64_list of exactly one packed value."""
+    int64_list = _field(view, at, end, _INT64_LIST)
+    if int64_list is None:
+        return None
+    values = _field(view, *int64_list, _PACKED)
+    if values is None or not np.array_equal(values[1], int64_list[1]):
+        return None
+    value, size = _varint(view, *values)
+    if size is None or not np.array_equal(values[0] + size, values[1]):
+        return None
+    return value.view(np.int64)
+
+
+def _varint(view: np.ndarray, at: np.ndarray, end: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray | None]:
+    """The varint at each position, read before `end`: value (uint64) and size in bytes.
+
+    The size is None if a varint runs past its `end` or is longer than ten bytes.
+    """
+    value = np.zeros(len(at), np.uint64)
+    size = np.zeros(len(at), np.int64)
+    going = np.arange(len(at))
+    for k in range(_VARINT_MAX):
+        if not len(going):
+            return value, size
+        where = at[going] + k
+        if (where >= end[going]).any():
+            return value, None
+        byte = view[where]
+        value[going] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        size[going] += 1
+        going = going[byte >= 0x80]
+    return value, (None if len(going) else size)

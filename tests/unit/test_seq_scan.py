@@ -1,0 +1,123 @@
+"""scan_seq: a shard's seq from framing and wire format, checked against the exact reader."""
+
+from __future__ import annotations
+
+import gzip
+import io
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from seqline.pipeline.blocks import SEQ, seq_of
+from seqline.pipeline.tfrecord import CorruptRecord, decode, encode, frame, iter_records, normalize
+from seqline.pipeline.tfrecord.seq_scan import scan_seq
+
+_SEQ_ONLY = pa.schema([pa.field(SEQ, pa.int64())])
+
+
+def _exact(data: bytes, compression: str) -> np.ndarray:
+    records = [r for chunk in iter_records(io.BytesIO(data), "shard", compression)
+               for r in chunk]
+    return seq_of(decode(records, _SEQ_ONLY))
+
+
+def _records(n: int, first: int = 0) -> list[bytes]:
+    """Examples of every feature kind seqline writes: ints, floats, text, lists, nulls."""
+    if not n:
+        return []
+    rng = np.random.default_rng(first)
+    batch = normalize(pa.record_batch({
+        "a": pa.array(rng.normal(size=n)),
+        "name": pa.array([None if i % 7 == 3 else "x" * (i % 200) for i in range(n)]),
+        "count": pa.array(rng.integers(-(2 ** 62), 2 ** 62, n)),
+        "tags": pa.array([[f"t{j}" for j in range(i % 4)] for i in range(n)],
+                         pa.list_(pa.string())),
+        "zeta": pa.array([float(i) for i in range(n)]),
+        SEQ: pa.array(np.arange(first, first + n) * 3, pa.int64()),
+        "A_upper": pa.array(range(n))}))
+    return encode(batch).to_pylist()
+
+
+def _shard(records: list[bytes], compression: str) -> bytes:
+    framed = frame(records) if records else b""
+    return gzip.compress(framed, mtime=0) if compression == "gzip" else framed
+
+
+@pytest.mark.parametrize("compression", ["gzip", "none", "auto"])
+@pytest.mark.parametrize(("n", "first"), [(0, 0), (1, 0), (300, 0), (50, 2 ** 40)])
+def test_seq_scan_gives_the_exact_readers_seq(compression, n, first):
+    data = _shard(_records(n, first), "none" if compression == "none" else "gzip")
+    found = scan_seq(data, compression)
+    assert found is not None
+    assert found.dtype == np.int64
+    np.testing.assert_array_equal(found, _exact(data, compression))
+
+
+def test_seq_scan_reads_concatenated_gzip_members_like_the_exact_reader():
+    records = _records(40)
+    data = _shard(records[:25], "gzip") + _shard(records[25:], "gzip")
+    np.testing.assert_array_equal(scan_seq(data, "gzip"), _exact(data, "gzip"))
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    damaged = bytearray(data)
+    damaged[at] ^= 0x01
+    return bytes(damaged)
+
+
+def _example(features: bytes) -> bytes:
+    return b"\x0a" + bytes([len(features)]) + features
+
+
+def _entry(key: bytes, feature: bytes) -> bytes:
+    body = b"\x0a" + bytes([len(key)]) + key + b"\x12" + bytes([len(feature)]) + feature
+    return b"\x0a" + bytes([len(body)]) + body
+
+
+_SEQ_5 = _entry(SEQ.encode(), b"\x1a\x03\x0a\x01\x05")  # int64_list [5], packed
+
+# Raw bytes the scanner leaves to the exact reader: a damaged frame or gzip stream, or Examples
+# it does not vouch for, framed with correct CRCs.
+REFUSED = [
+    ("a flipped length byte", lambda: _flip(frame(_records(5)), 0)),
+    ("a flipped data byte", lambda: _flip(frame(_records(5)), 30)),
+    ("a flipped data CRC", lambda: _flip(frame(_records(5)), 12 + len(_records(5)[0]) + 3)),
+    ("a truncated record", lambda: frame(_records(5))[:-3]),
+    ("bytes after the last record", lambda: frame(_records(5)) + b"\x00" * 5),
+    ("a truncated gzip stream", lambda: gzip.compress(frame(_records(50)), mtime=0)[:-40]),
+    ("not an Example", lambda: frame([b"\xff\xfe garbage"])),
+    ("an empty Example", lambda: frame([b""])),
+    ("no seq feature", lambda: frame([_example(_entry(b"x", b"\x1a\x03\x0a\x01\x05"))])),
+    ("seq twice", lambda: frame([_example(_SEQ_5 + _SEQ_5)])),
+    ("seq with two values", lambda: frame(
+        [_example(_entry(SEQ.encode(), b"\x1a\x04\x0a\x02\x05\x06"))])),
+    ("seq with no value", lambda: frame([_example(_entry(SEQ.encode(), b"\x1a\x00"))])),
+    ("seq as a float", lambda: frame(
+        [_example(_entry(SEQ.encode(), b"\x12\x06\x0a\x04\x00\x00\x80\x3f"))])),
+    ("seq unpacked", lambda: frame([_example(_entry(SEQ.encode(), b"\x1a\x02\x08\x05"))])),
+    ("a Feature longer than its entry", lambda: frame(
+        [_example(_entry(SEQ.encode(), b"\x1a\x09\x0a\x01\x05"))])),
+]
+
+
+@pytest.mark.parametrize("make", [r[1] for r in REFUSED], ids=[r[0] for r in REFUSED])
+def test_seq_scan_leaves_what_it_does_not_vouch_for_to_the_exact_reader(make):
+    data = make()
+    assert scan_seq(data, "auto") is None
+
+
+def test_seq_scan_accepts_a_handmade_example_in_seqlines_layout():
+    data = frame([_example(_entry(b"a", b"\x0a\x03\x0a\x01z") + _SEQ_5)])
+    np.testing.assert_array_equal(scan_seq(data, "none"), [5])
+    np.testing.assert_array_equal(_exact(data, "none"), [5])
+
+
+def test_seq_scan_refuses_every_single_flipped_byte_of_a_small_shard():
+    """Framing, CRCs and the Example layout: no one-bit change gets past all of them."""
+    data = frame(_records(3))
+    for at in range(len(data)):
+        damaged = _flip(data, at)
+        assert scan_seq(damaged, "none") is None, at
+        with pytest.raises(CorruptRecord):
+            _exact(damaged, "none")
