@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from sqlalchemy.exc import ArgumentError, OperationalError
 
 from seqline.orchestration.cli.options import fail, missing_store, say, shown_url
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
@@ -45,6 +44,8 @@ def dashboard(
     Read-only, loopback by default. Example: seqline dashboard --root .seqline (or
     --root s3://bucket/prefix), then open http://127.0.0.1:8765/.
     """
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
     from seqline.orchestration.dashboard.security import is_loopback
     from seqline.pipeline.errors import SeqlineError
     from seqline.pipeline.storage import open_root

@@ -4,13 +4,11 @@ console script that prints click's usage errors in seqline's one-line voice."""
 from __future__ import annotations
 
 import sys
-from importlib.metadata import version
 from typing import Annotated
 
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
-from seqline.components import schema_text
 from seqline.orchestration.cli import dashboard, run, runs, schedule, scheduler, store, verify
 from seqline.orchestration.cli.console import UNBOUNDED_WIDTH, out
 from seqline.orchestration.cli.options import fail, output, usage_line
@@ -30,7 +28,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 def _show_version(value: bool) -> None:
     if value:
-        out.print(f"seqline {version('seqline')}", highlight=False)
+        from seqline import __version__  # read from the package's metadata on first use
+
+        out.print(f"seqline {__version__}", highlight=False)
         raise typer.Exit()
 
 
@@ -56,6 +56,9 @@ def main(
 
 def schema() -> None:
     """Print the JSON Schema of pipeline files (for editors: VS Code's YAML extension, ...)."""
+    # Here, not at the top: the components load Arrow and pydantic; --help needs neither.
+    from seqline.components import schema_text
+
     sys.stdout.write(schema_text())
 
 

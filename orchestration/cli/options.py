@@ -1,5 +1,10 @@
 """What the `seqline` commands share, defined once: options, opening the run store (readers
-never create one), failing with one line, and tables that never wrap."""
+never create one), failing with one line, and tables that never wrap.
+
+The CLI's modules import only Typer and Rich at the top: building the commands and printing
+`--help` must not load SQLAlchemy, Arrow or the components, so each command imports its
+engine inside, when it runs (docs/decisions/0049-start-up.md).
+"""
 
 from __future__ import annotations
 
@@ -10,16 +15,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.table import Table
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
 
-from seqline.orchestration.store import DB_FILE, RunNotFound, RunStore
-from seqline.pipeline.errors import SeqlineError
-from seqline.pipeline.storage import Folder, open_root
+from seqline.pipeline.errors import RunNotFound, SeqlineError
+
+if TYPE_CHECKING:
+    from seqline.orchestration.store import RunStore
+    from seqline.pipeline.storage import Folder
 
 __all__ = ["CONFIG_EXIT", "ROOT_HELP", "AsJson", "Output", "Root", "RootUrl", "RunnerName",
            "Store", "Wide", "fail",
@@ -129,6 +134,9 @@ def no_run(run_id: str, root: str, store: str | None = None) -> NoReturn:
 
 def shown_url(url: str) -> str:
     """A store URL fit for a terminal or a log: its password, if any, as ***."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
@@ -146,6 +154,9 @@ def missing_store(root: Folder, url: str | None) -> Path | None:
         The missing file; None when the store exists, or is a server (PostgreSQL) or an
         in-memory database, which only the server can answer for.
     """
+    from sqlalchemy.engine import make_url
+
+    from seqline.orchestration.store import DB_FILE
     from seqline.orchestration.store.engine import store_url
 
     base, found = store_url(root, url, create=False)
@@ -171,7 +182,11 @@ def opened(root: Path | str, url: str | None, *, create: bool = False) -> Iterat
             a root with no store exits 2 and creates nothing (a typo in --root must not leave
             an empty store behind that answers every later question with nothing).
     """
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    from seqline.orchestration.store import RunStore
     from seqline.orchestration.store.engine import store_url
+    from seqline.pipeline.storage import open_root
 
     try:
         place = open_root(root)

@@ -10,13 +10,10 @@ import sys
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from seqline.components import COMPONENTS
-from seqline.orchestration.api import execute, new_run_id, plan_pipeline
 from seqline.orchestration.cli.console import (
     Column,
     err,
@@ -40,22 +37,15 @@ from seqline.orchestration.cli.options import (
 from seqline.orchestration.cli.runs import run_document
 from seqline.orchestration.cli.verify import print_checks, print_problems
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE, quiet_tensorflow
-from seqline.orchestration.events import (
-    BlocksDone,
-    Event,
-    RecordsConsumed,
-    StageCommitted,
-    StageReused,
-)
-from seqline.orchestration.plan import RunPlan
-from seqline.orchestration.reports import StageReport
-from seqline.orchestration.run_options import RunOptions
-from seqline.orchestration.store import Conflict
-from seqline.orchestration.verify import StageCheck, verdict
-from seqline.pipeline.artifacts import check_run_id, read_manifest, run_dir
-from seqline.pipeline.config import load_pipeline
+from seqline.orchestration.store.errors import Conflict
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
-from seqline.pipeline.specs import PipelineSpec
+
+if TYPE_CHECKING:
+    from seqline.orchestration.events import Event
+    from seqline.orchestration.plan import RunPlan
+    from seqline.orchestration.reports import StageReport
+    from seqline.orchestration.verify import StageCheck
+    from seqline.pipeline.specs import PipelineSpec
 
 __all__ = ["run"]
 
@@ -123,6 +113,14 @@ def run(
     wide: Wide = False,
 ) -> None:
     """Run PIPELINE: every stage in order, artifacts under ROOT/runs/RUN_ID/."""
+    # Here, not at the top: the components, the executor and the store load Arrow, pydantic
+    # and SQLAlchemy, which `seqline --help` and the other commands do not need.
+    from seqline.components import COMPONENTS
+    from seqline.orchestration.api import execute, new_run_id, plan_pipeline
+    from seqline.orchestration.run_options import RunOptions
+    from seqline.pipeline.artifacts import check_run_id, run_dir
+    from seqline.pipeline.config import load_pipeline
+
     start = time.perf_counter()
     try:
         if run_id is not None:
@@ -200,6 +198,9 @@ def _print_plan(plan: RunPlan, as_json: bool, wide: bool) -> None:
 
 def _print_evaluations(reports: list[StageReport]) -> None:
     """Each evaluate stage's metrics and blessing, as the run's result."""
+    from seqline.components import COMPONENTS
+    from seqline.pipeline.artifacts import read_manifest
+
     for report in reports:
         if COMPONENTS[report.component].writes != "evaluation" or report.path is None:
             continue
@@ -220,6 +221,8 @@ def _print_run_json(asked: bool, root: str, store: str | None, run_id: str | Non
     """`seqline run --json`: the run as the run store recorded it, and verify's verdict."""
     if not asked or run_id is None:
         return
+    from seqline.orchestration.verify import verdict
+
     document = run_document(root, store, run_id)
     if document is not None:  # None: the run failed before its row was written
         print_json({**document, "verify": None if checks is None else verdict(checks)})
@@ -227,6 +230,15 @@ def _print_run_json(asked: bool, root: str, store: str | None, run_id: str | Non
 
 def _progress(spec: PipelineSpec) -> Any:
     """A live progress bar per stage on a terminal: a subscriber of the run's events."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from seqline.orchestration.events import (
+        BlocksDone,
+        RecordsConsumed,
+        StageCommitted,
+        StageReused,
+    )
+
     progress = Progress(SpinnerColumn(), TextColumn("{task.description:<16}"),
                         TextColumn("{task.fields[records]:>12,} records"), TimeElapsedColumn(),
                         console=err, transient=True,

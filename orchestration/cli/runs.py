@@ -9,7 +9,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-from sqlalchemy.exc import SQLAlchemyError
 
 from seqline.orchestration.cli.console import (
     Column,
@@ -30,10 +29,8 @@ from seqline.orchestration.cli.options import (
     print_json,
 )
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.store import RunNotFound, RunStore
 from seqline.orchestration.store.statuses import RunStatus
-from seqline.pipeline.errors import SeqlineError
-from seqline.pipeline.storage import open_root
+from seqline.pipeline.errors import RunNotFound, SeqlineError
 
 __all__ = ["run_document", "runs_app"]
 
@@ -102,7 +99,12 @@ def show_command(
 def run_document(root: str, store: str | None, run_id: str) -> dict[str, Any] | None:
     """The run as `runs show --json` prints it, or None when the store has no such run (it
     failed before its row was written) or cannot be read."""
+    # Here, not at the top: the store loads SQLAlchemy, which `seqline --help` does not need.
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from seqline.orchestration.store import RunStore
     from seqline.orchestration.store.engine import store_url
+    from seqline.pipeline.storage import open_root
 
     try:
         with RunStore.open(*store_url(open_root(root), store)) as runs:

@@ -26,12 +26,7 @@ from seqline.orchestration.cli.options import (
     say,
 )
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.schedule.airflow import airflow_dag
-from seqline.orchestration.schedule.listing import schedule_detail, schedule_summary
-from seqline.orchestration.schedule.spec import new_schedule
-from seqline.orchestration.store.rows import now
 from seqline.pipeline.errors import SeqlineError
-from seqline.pipeline.storage import open_root
 
 __all__ = ["schedule_app"]
 
@@ -90,6 +85,12 @@ def add_command(
     store: Store = DEFAULT_STORE,
 ) -> None:
     """Add a schedule: PIPELINE runs at each fire time of --cron in --tz."""
+    # Here, not at the top: the schedule and store modules load SQLAlchemy, which
+    # `seqline --help` does not need (so in each command of this module).
+    from seqline.orchestration.schedule.listing import schedule_summary
+    from seqline.orchestration.schedule.spec import new_schedule
+    from seqline.orchestration.store.rows import now
+
     with opened(root, store, create=True) as runs:
         at = now()
         schedule, explanation = new_schedule(
@@ -107,6 +108,9 @@ def add_command(
 def list_command(root: RootUrl = str(DEFAULT_ROOT), store: Store = DEFAULT_STORE,
                  wide: Wide = False, as_json: AsJson = False) -> None:
     """List the schedules with their next fire time."""
+    from seqline.orchestration.schedule.listing import schedule_summary
+    from seqline.orchestration.store.rows import now
+
     with opened(root, store) as runs:
         at = now()
         rows = [schedule_summary(s, at) for s in runs.schedules.list_schedules()]
@@ -129,6 +133,9 @@ def show_command(
     as_json: AsJson = False,
 ) -> None:
     """Show a schedule: its next fire times and its recorded ticks (newest first)."""
+    from seqline.orchestration.schedule.listing import schedule_detail
+    from seqline.orchestration.store.rows import now
+
     with opened(root, store) as runs:
         runs.reap_interrupted()
         detail = schedule_detail(runs.schedules, runs.schedules.get_schedule(name), now(),
@@ -154,6 +161,8 @@ def resume_command(name: Name, root: RootUrl = str(DEFAULT_ROOT),
 
 
 def _set_paused(name: str, paused: bool, root: str, store: str | None) -> None:
+    from seqline.orchestration.store.rows import now
+
     with opened(root, store) as runs:
         runs.schedules.get_schedule(name)  # an unknown name: exit 2, with the closest
         runs.schedules.set_paused(name, paused, now())
@@ -178,6 +187,9 @@ def export_command(
     store: Store = DEFAULT_STORE,
 ) -> None:
     """Print the schedule as an Airflow DAG file (same cron, zone, catch-up; one run at a time)."""
+    from seqline.orchestration.schedule.airflow import airflow_dag
+    from seqline.pipeline.storage import open_root
+
     with opened(root, store) as runs:  # a bad --root exits 2 here, with one line
         schedule = runs.schedules.get_schedule(name)
     try:

@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -24,15 +24,11 @@ from seqline.orchestration.cli.options import (
     print_json,
 )
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
-from seqline.orchestration.schedule.backfill import Backfill
-from seqline.orchestration.schedule.daemon import LeaseLost, Scheduler
-from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
-from seqline.orchestration.schedule.times import parse_time
-from seqline.orchestration.store.liveness import HOST
-from seqline.orchestration.store.rows import iso, now
 from seqline.orchestration.store.statuses import RunStatus, TickStatus
 from seqline.pipeline.errors import SeqlineError
-from seqline.pipeline.storage import Folder, open_root
+
+if TYPE_CHECKING:
+    from seqline.pipeline.storage import Folder
 
 __all__ = ["backfill", "scheduler"]
 
@@ -58,6 +54,8 @@ def log(line: str) -> None:
 
 
 def _write(line: str) -> None:
+    from seqline.orchestration.store.rows import iso, now
+
     sys.stderr.write(f"{iso(now())} {line}\n")
     sys.stderr.flush()
 
@@ -74,6 +72,12 @@ def scheduler(
     Each due fire time is recorded as a tick in the run store, then its run starts as a
     `seqline run` process of its own. One scheduler per store: a second one exits 2.
     """
+    # Here, not at the top: the scheduler's modules load SQLAlchemy, which `seqline --help`
+    # does not need (so in each command of this module).
+    from seqline.orchestration.schedule.daemon import LeaseLost, Scheduler
+    from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
+    from seqline.orchestration.store.liveness import HOST
+
     stop = threading.Event()
     stopped_by: list[str] = []
 
@@ -120,6 +124,11 @@ def backfill(
 
     Waits for the runs. Running the same backfill again finishes what is left of it.
     """
+    from seqline.orchestration.schedule.backfill import Backfill
+    from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
+    from seqline.orchestration.schedule.times import parse_time
+    from seqline.orchestration.store.rows import iso
+
     where = _root(root)
     folder = logs_folder(where, logs)
     with opened(root, store) as runs:
@@ -149,6 +158,8 @@ def backfill(
 
 def _root(text: str) -> Folder:
     """--root opened (a bad URL: exit 2 with one line before anything starts)."""
+    from seqline.pipeline.storage import open_root
+
     try:
         return open_root(text)
     except SeqlineError as exc:

@@ -7,7 +7,6 @@ import typer
 from seqline.orchestration.cli.options import RootUrl, Store, fail, opened, say
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
 from seqline.pipeline.errors import SeqlineError
-from seqline.pipeline.storage import open_root
 
 __all__ = ["store_app"]
 
@@ -24,6 +23,8 @@ def store_main() -> None:
 def rebuild_command(root: RootUrl = str(DEFAULT_ROOT),
                     store: Store = DEFAULT_STORE) -> None:
     """Recreate the store's rows from ROOT/runs/*/run.json and the stage manifests."""
+    from seqline.pipeline.storage import open_root  # fsspec: loaded when the command runs
+
     try:
         runs_folder = open_root(root) / "runs"
     except SeqlineError as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -25,9 +25,10 @@ from seqline.orchestration.cli.options import (
     print_json,
 )
 from seqline.orchestration.environment import DEFAULT_ROOT
-from seqline.orchestration.store import RunNotFound
-from seqline.orchestration.verify import StageCheck, verdict, verify_run
-from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.errors import ConfigError, RunNotFound
+
+if TYPE_CHECKING:
+    from seqline.orchestration.verify import StageCheck
 
 __all__ = ["print_checks", "print_problems", "verify"]
 
@@ -42,6 +43,10 @@ def verify(
 
     With --json, the verdict as runs/RUN_ID/verify.json holds it; the exit code is the same.
     """
+    # Here, not at the top: verify reads shards with Arrow and the components, which
+    # `seqline --help` does not need.
+    from seqline.orchestration.verify import verdict, verify_run
+
     try:
         checks = verify_run(root, run_id)
     except RunNotFound:

@@ -17,7 +17,6 @@ the design card fixes the top-level folders); everything in it is defined elsewh
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import version as _version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,12 +36,12 @@ if TYPE_CHECKING:
     from seqline.pipeline.deadletters import ErrorBudget
     from seqline.pipeline.errors import ConfigError, InternalError, SeqlineError, StageError
 
+    __version__: str
+
 __all__ = ["BatchingParams", "ConfigError", "ErrorBound", "ErrorBudget", "EvaluateParams",
            "IngestParams", "InternalError", "Pipeline", "PreprocessParams", "RunResult",
            "SeqlineError", "ShareBound", "Stage", "StageError", "TFRecordWriteParams",
            "Thresholds", "TrainParams", "Window", "__version__"]
-
-__version__ = _version("seqline")  # one source: the installed package's metadata
 
 # Where each public name is defined. Imported on first use (PEP 562): `import seqline` and
 # every `seqline` command load Arrow and the components only when they need them.
@@ -59,6 +58,12 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        # One source: the installed package's metadata, read when asked for (importing
+        # importlib.metadata at the top would cost every `seqline` command about 50 ms).
+        from importlib.metadata import version
+
+        return version("seqline")
     if name not in _HOMES:
         raise AttributeError(f"module 'seqline' has no attribute {name!r}")
     return getattr(importlib.import_module(_HOMES[name]), name)
