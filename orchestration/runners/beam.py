@@ -11,6 +11,7 @@ from concurrent.futures import Future
 from typing import Literal
 
 import apache_beam as beam
+import grpc
 import psutil
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -39,6 +40,10 @@ __all__ = ["BeamRunner", "SeqlineMap"]
 SDK_WORKER = "apache_beam.runners.worker.sdk_worker_main"  # in its processes' command lines
 WATCH_SECONDS = 0.2  # how often a running job's SDK workers are checked
 SCAN_EVERY = 5  # checks between two looks for new SDK workers (one look: ~2 ms of CPU)
+# How long a job whose worker exited gets to end before the exit counts as a death. Beam stops
+# its workers as a job ends; on a loaded machine the job may take seconds more to return, and
+# taking that for a death stops the other workers and reruns blocks for nothing.
+ENDING_GRACE_SECONDS = 5.0
 
 BeamMode = Literal["in_memory", "multi_threading", "multi_processing"]
 
@@ -206,7 +211,7 @@ class BeamRunner(Runner):
                     or p.status() == psutil.STATUS_ZOMBIE]
             if gone:  # Beam stops its workers as a job ends: give an ending job a moment
                 with contextlib.suppress(TimeoutError):
-                    job.exception(timeout=1.0)
+                    job.exception(timeout=ENDING_GRACE_SECONDS)
                 return set() if job.done() else {p.pid for p in gone}
             with contextlib.suppress(TimeoutError):
                 job.exception(timeout=WATCH_SECONDS)
@@ -242,6 +247,24 @@ class BeamRunner(Runner):
                 blocks |= task.stage >> SeqlineMap(task, out,
                                                    count_attempts=self._local_processes)
             _ = blocks | "Done" >> MarkDone(f"{work}/done")
+
+
+def _quiet_stopped_workers(args: threading.ExceptHookArgs) -> None:
+    """When an SDK worker process dies or is stopped, two of Beam's threads raise: `run_worker`
+    (the process exited non-zero) and `beam_control_read` (its gRPC stream broke), and Python
+    prints each as a traceback on stderr. This runner stops workers itself (after a death, on a
+    cancel) and reports deaths in its own words (a retry line, a poisoned block's error), so
+    those tracebacks would only be noise, even under `-q`."""
+    name = args.thread.name if args.thread is not None else ""
+    if (name == "run_worker" and isinstance(args.exc_value, RuntimeError)
+            and str(args.exc_value).startswith("Worker subprocess exited with return code")) \
+            or (name == "beam_control_read" and isinstance(args.exc_value, grpc.RpcError)):
+        return
+    _EXCEPTHOOK(args)
+
+
+_EXCEPTHOOK = threading.excepthook
+threading.excepthook = _quiet_stopped_workers
 
 
 def _sdk_workers() -> dict[int, psutil.Process]:

@@ -225,6 +225,8 @@ def test_worker_killed_mid_preprocess_costs_a_retry(folder, calm, runner):
     run.wait()
     _same_as_calm(run, calm)
     assert "died; running it again (attempt 2 of 4)" in run.err, run.err[-6000:]
+    # The workers stopped after the death are not reported again by Beam's threads.
+    assert "Worker subprocess exited" not in run.err, run.err[-6000:]
     stages = {s["name"]: s for s in _show(run)["stages"]}
     assert stages["features"]["block_retries"] == 1  # recorded in the run store
     assert run.left_behind() == []
