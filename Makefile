@@ -30,7 +30,8 @@ test:
 # Every tier on TEST_WORKERS workers. Tests are handed out longest first, and the tests that
 # share an expensive fixture go to one worker (tests/conftest.py: SHARED, the scheduler).
 suite: setup
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --junitxml=build/junit.xml
+	@$(BIN)/python tests/tier_times.py build/junit.xml
 
 # The inner loop, in well under 2 minutes: lint, types and the unit tests side by side.
 check:

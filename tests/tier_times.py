@@ -1,0 +1,25 @@
+"""Print each test tier's count and summed seconds from a JUnit XML report (`make suite`).
+
+With workers side by side the tiers' sums add up to more than the wall time; they say which
+tier to look at when the suite grows (decision 48)."""
+
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+
+
+def main(report: str) -> None:
+    seconds: Counter[str] = Counter()
+    tests: Counter[str] = Counter()
+    for case in ET.parse(report).iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        tier = parts[1] if len(parts) > 2 and parts[0] == "tests" else "docs"
+        seconds[tier] += float(case.get("time", 0))
+        tests[tier] += 1
+    print("tier          tests   summed s")
+    for tier in sorted(seconds, key=seconds.__getitem__, reverse=True):
+        print(f"{tier:<12} {tests[tier]:>6} {seconds[tier]:>10.0f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
