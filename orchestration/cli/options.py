@@ -1,9 +1,9 @@
 """What the `seqline` commands share, defined once: options, opening the run store (readers
 never create one), failing with one line, and tables that never wrap.
 
-The CLI's modules import only Typer and Rich at the top: building the commands and printing
-`--help` must not load SQLAlchemy, Arrow or the components, so each command imports its
-engine inside, when it runs (docs/decisions/0049-start-up.md).
+The CLI's modules import Typer, Rich and seqline's light modules (errors, statuses) at the
+top: building the commands and printing `--help` must not load SQLAlchemy, Arrow or the
+components, so each command imports its engine inside, when it runs (decision 49).
 """
 
 from __future__ import annotations
