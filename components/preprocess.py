@@ -11,7 +11,12 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from seqline.components.tfrecord_write import Compression, CompressionLevel, make_sink
+from seqline.components.tfrecord_write import (
+    DEFAULT_LEVEL,
+    Compression,
+    CompressionLevel,
+    make_sink,
+)
 from seqline.pipeline.blocks import SEQ, seq_of
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.functions import FunctionRef, load_function
@@ -34,7 +39,7 @@ class PreprocessParams(StageParams):
     fn_kwargs: dict[str, Any] = Field(default_factory=dict, description=(
         "Keyword arguments passed to every call of fn."))
     compression: Compression = "gzip"
-    compression_level: CompressionLevel = 6
+    compression_level: CompressionLevel = DEFAULT_LEVEL
 
 
 def make_task(stage: StageSpec[PreprocessParams], base_dir: Path, out_dir: Folder) -> MapTask:

@@ -13,9 +13,10 @@ from seqline.pipeline.specs import MapSpec, StageSpec
 from seqline.pipeline.storage import Folder
 from seqline.pipeline.tasks import MapTask
 from seqline.pipeline.tfrecord import ShardSink
+from seqline.pipeline.tfrecord.compression import DEFAULT_LEVEL, MAX_LEVEL
 
-__all__ = ["SPEC", "Compression", "CompressionLevel", "TFRecordWriteParams", "make_sink",
-           "make_task"]
+__all__ = ["DEFAULT_LEVEL", "SPEC", "Compression", "CompressionLevel", "TFRecordWriteParams",
+           "make_sink", "make_task"]
 
 # 65,536 records a shard: a few MB of Examples, enough that tf.data reads each shard in long
 # sequential runs, and still many shards (so many parallel writers) per million records.
@@ -23,15 +24,17 @@ DEFAULT_SHARD_RECORDS = 65_536
 
 Compression = Annotated[Literal["gzip", "none"], Field(
     description="Shard compression; gzip is what tf.data's compression_type='GZIP' reads.")]
-CompressionLevel = Annotated[int, Field(ge=0, le=9, description=(
-    "zlib level, as tf.io.TFRecordWriter's GZIP (6): 1 is ~3x faster and ~7% larger."))]
+CompressionLevel = Annotated[int, Field(ge=0, le=MAX_LEVEL, description=(
+    "libdeflate's gzip level: 0 stores, 1 (default) is ~9x zlib 6's speed for ~6% more "
+    "bytes, 6 is zlib 6's size at ~3x its speed, 10-12 are slow and smallest "
+    "(benchmarks/CODEC.md)."))]
 
 
 class TFRecordWriteParams(StageParams):
     """tfrecord_write's parameters: how the shards are compressed and how many records each."""
 
     compression: Compression = "gzip"
-    compression_level: CompressionLevel = 6
+    compression_level: CompressionLevel = DEFAULT_LEVEL
     shard_records: int = Field(DEFAULT_SHARD_RECORDS, ge=1, description="Records per shard.")
 
 

@@ -3,6 +3,7 @@
     coding.py         normalize, encode, decode; a schema as manifest text
     example_order.py  an Example's features in name order, so equal records give equal bytes
     framing.py        TFRecord framing and its CRCs, read back chunk by chunk
+    compression.py    a shard as one gzip member, by libdeflate, and inflated at once
     writing.py        ShardSink: one block's records as one shard, written by a worker
     reading.py        a shard, a committed artifact, or a stage's feed as it grows, in order
 

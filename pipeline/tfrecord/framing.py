@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from seqline.pipeline.tfrecord.compression import inflate_member
+
 __all__ = ["CorruptRecord", "frame", "iter_records"]
 
 # 12 = 8 (length) + 4 (masked CRC of the length); a record ends with 4 more (CRC of the data).
@@ -102,6 +104,9 @@ def iter_records(stream: IO[bytes], name: str, compression: str = "auto"
     """Read a TFRecord stream as lists of records, a chunk at a time, checking every CRC.
 
     `compression` is "gzip", "none" or "auto" (gzip if the stream starts with gzip's magic).
+    With "gzip", a stream under 8 MiB that is one member (every shard seqline writes) is
+    inflated at once by libdeflate; any other gzip stream (several members, longer, or from
+    elsewhere under "auto") is streamed with zlib.
 
     Raises:
         CorruptRecord: naming `name`, the record number and the byte offset.
@@ -130,6 +135,13 @@ def _decompressed(stream: IO[bytes], compression: str) -> Iterator[bytes]:
             yield first
             first = stream.read(_READ_CHUNK)
         return
+    if compression == "gzip" and len(first) < _READ_CHUNK:
+        # The whole stream, as a shard seqline wrote (one member, a few MB): libdeflate inflates
+        # it at once, ~2x zlib's speed. Anything else is streamed with zlib below.
+        whole = inflate_member(first)
+        if whole is not None:
+            yield whole
+            return
     inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
     data = first
     while data:

@@ -36,8 +36,9 @@ def read_feed(feed: ShardFeed, prefetch: int = 2,
               on_wait: Callable[[float], None] | None = None) -> Iterator[pa.RecordBatch]:
     """A stage's records as batches, one per shard, in seq order, while they are written.
 
-    Shards are read and decoded `prefetch` ahead on threads (zlib and the decoder release
-    the GIL) and yielded strictly in order; when the reader catches up with the writer it
+    Shards are read and decoded `prefetch` ahead on threads (file reads and the decoder
+    release the GIL; libdeflate's inflate holds it, for a few ms a shard) and yielded strictly
+    in order; when the reader catches up with the writer it
     waits for the next shard, and `on_wait` is told how long.
     """
     shards: list[dict[str, Any]] = []

@@ -11,12 +11,12 @@ committed manifest is ever read (pipeline/artifacts.py, pipeline/storage.py).
 from __future__ import annotations
 
 import hashlib
-import zlib
 
 import pyarrow as pa
 
 from seqline.pipeline.storage import folder, storage_of
 from seqline.pipeline.tfrecord.coding import encode, normalize
+from seqline.pipeline.tfrecord.compression import DEFAULT_LEVEL, gzip_compress
 from seqline.pipeline.tfrecord.framing import frame
 
 __all__ = ["ShardSink"]
@@ -29,7 +29,8 @@ class ShardSink:
     to know any other's progress; the driver lists them in the manifest in block order.
     """
 
-    def __init__(self, folder: str, compression: str = "gzip", level: int = 6) -> None:
+    def __init__(self, folder: str, compression: str = "gzip", level: int = DEFAULT_LEVEL
+                 ) -> None:
         self.folder, self.compression, self.level = folder, compression, level
 
     def __call__(self, index: int, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict | None]:
@@ -39,9 +40,8 @@ class ShardSink:
         suffix = ".tfrecord.gz" if self.compression == "gzip" else ".tfrecord"
         data = frame(encode(batch))
         if self.compression == "gzip":
-            # zlib level 6 is tf.io.TFRecordWriter's GZIP default; wbits 31 = gzip container.
-            deflate = zlib.compressobj(self.level, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-            data = deflate.compress(data) + deflate.flush()
+            # One gzip member, by libdeflate: the same bytes on every runner and machine.
+            data = gzip_compress(data, self.level)
         place = folder(self.folder)  # fsspec keeps its clients: a worker opens one once
         storage = storage_of(place)
         name = storage.attempt_name(f"shard-{index:06d}{suffix}")

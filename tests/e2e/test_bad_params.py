@@ -47,8 +47,8 @@ BAD = [
      r"'none', found 'gz'. Did you mean 'gzip'\?"),
     ("write", {"shard_records": 1.5}, r"parameter shard_records \(line \d+\): expected a valid "
      r"integer, found 1.5"),
-    ("write", {"compression_level": 10}, r"parameter compression_level \(line \d+\): expected "
-     r"less than or equal to 9, found 10"),
+    ("write", {"compression_level": 13}, r"parameter compression_level \(line \d+\): expected "
+     r"less than or equal to 12, found 13"),
     ("write", {"shards": 3}, r"parameter shards \(line \d+\): unknown parameter. Did you mean "
      r"'shard_records'\?"),
     # preprocess

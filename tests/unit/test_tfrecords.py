@@ -1,8 +1,10 @@
 """TFRecord shards: golden bytes, Arrow round trips, determinism, and tf.data reading them."""
 
+import gzip
 import io
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pyarrow as pa
@@ -12,8 +14,16 @@ import pytest
 from seqline.pipeline import tfrecord
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.tfrecord import coding, framing
+from seqline.pipeline.tfrecord.compression import DEFAULT_LEVEL, MAX_LEVEL, gzip_compress
 from tests.conftest import REPO
-from tests.golden.make_golden import GOLDEN, golden_bytes, tiny_batch
+from tests.golden.make_golden import (
+    GOLDEN,
+    GOLDEN_GZIP,
+    golden_bytes,
+    golden_gzip_bytes,
+    shard_batch,
+    tiny_batch,
+)
 
 
 def test_tfrecords_golden_bytes_match_the_recipe():
@@ -37,10 +47,18 @@ def test_tfrecords_framing_is_byte_identical_to_tensorflows_writer(tmp_path):
     assert (tmp_path / "tf.tfrecord").read_bytes() == tfrecord.frame(records)
 
 
-def test_tfrecords_tf_data_parses_a_gzip_shard_with_seq_in_order(tmp_path):
+def test_tfrecords_gzip_golden_bytes_match_the_recipe_and_the_sink(tmp_path):
+    """libdeflate's output pinned: the same on every machine for one version (decision 51)."""
+    assert golden_gzip_bytes() == GOLDEN_GZIP.read_bytes()
+    _, shard = tfrecord.ShardSink(str(tmp_path), "gzip")(0, shard_batch())
+    assert (tmp_path / shard["path"]).read_bytes() == GOLDEN_GZIP.read_bytes()
+
+
+@pytest.mark.parametrize("level", [0, DEFAULT_LEVEL, 6, MAX_LEVEL])
+def test_tfrecords_tf_data_parses_a_gzip_shard_with_seq_in_order(tmp_path, level):
     tf = pytest.importorskip("tensorflow")
     batch = pa.record_batch({"x": np.arange(500, dtype=np.float64), SEQ: np.arange(500) + 7})
-    _, shard = tfrecord.ShardSink(str(tmp_path), "gzip")(3, batch)
+    _, shard = tfrecord.ShardSink(str(tmp_path), "gzip", level)(3, batch)
     assert shard["path"] == "shard-000003.tfrecord.gz"
     assert (shard["records"], shard["seq_first"], shard["seq_last"]) == (500, 7, 506)
     spec = {SEQ: tf.io.FixedLenFeature([], tf.int64), "x": tf.io.FixedLenFeature([], tf.float32)}
@@ -82,6 +100,45 @@ def test_tfrecords_refuse_a_type_example_cannot_hold_naming_the_column():
 def test_tfrecords_reading_damaged_bytes_names_the_record_and_offset(damage, message):
     with pytest.raises(tfrecord.CorruptRecord, match=message):
         list(tfrecord.iter_records(io.BytesIO(damage(GOLDEN.read_bytes())), "tiny"))
+
+
+def _zlib6(data: bytes) -> bytes:
+    """A shard as seqline wrote it before decision 51: zlib level 6, wbits 31."""
+    deflate = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    return deflate.compress(data) + deflate.flush()
+
+
+@pytest.mark.parametrize("compression", ["gzip", "auto"])
+@pytest.mark.parametrize("packed", [
+    lambda b: gzip_compress(b),  # as the sink writes: inflated whole by libdeflate
+    _zlib6,  # a shard from before decision 51
+    lambda b: gzip_compress(b[:150]) + gzip_compress(b[150:]),  # two members: zlib streams
+    lambda b: gzip.compress(b, mtime=0) + gzip_compress(b"", 6),  # an empty member after
+], ids=["libdeflate", "zlib-6", "two-members", "empty-member-after"])
+def test_tfrecords_reading_a_gzip_stream_gives_its_records(packed, compression):
+    data = GOLDEN.read_bytes()
+    records = [r for chunk in tfrecord.iter_records(io.BytesIO(packed(data)), "tiny",
+                                                    compression) for r in chunk]
+    assert tfrecord.frame(records) == data
+
+
+def test_tfrecords_reading_a_gzip_stream_longer_than_a_chunk_streams_it(monkeypatch):
+    monkeypatch.setattr(framing, "_READ_CHUNK", 64)  # the stream no longer fits one read
+    packed = gzip_compress(GOLDEN.read_bytes())
+    records = [r for chunk in tfrecord.iter_records(io.BytesIO(packed), "tiny", "gzip")
+               for r in chunk]
+    assert tfrecord.frame(records) == GOLDEN.read_bytes()
+
+
+@pytest.mark.parametrize("damage", [
+    lambda b: b[:30] + bytes([b[30] ^ 0x55]) + b[31:],  # inside the deflate data
+    lambda b: b[:-6] + bytes([b[-6] ^ 1]) + b[-5:],  # the CRC in the trailer
+    lambda b: b + b"junk after the member",
+], ids=["deflate-data", "trailer-crc", "trailing-bytes"])
+def test_tfrecords_reading_damaged_gzip_says_it_is_not_readable(damage):
+    packed = damage(gzip_compress(GOLDEN.read_bytes()))
+    with pytest.raises(tfrecord.CorruptRecord, match="not a readable gzip stream"):
+        list(tfrecord.iter_records(io.BytesIO(packed), "tiny", "gzip"))
 
 
 def test_tfrecords_reading_in_small_chunks_gives_the_same_records(monkeypatch):
