@@ -25,7 +25,7 @@ DEFAULT_SHARD_RECORDS = 65_536
 Compression = Annotated[Literal["gzip", "none"], Field(
     description="Shard compression; gzip is what tf.data's compression_type='GZIP' reads.")]
 CompressionLevel = Annotated[int, Field(ge=0, le=MAX_LEVEL, description=(
-    "libdeflate's gzip level: 0 stores, 1 (default) is ~9x zlib 6's speed for ~6% more "
+    "libdeflate's gzip level: 0 stores, 1 (default) is ~7x zlib 6's speed for ~6% more "
     "bytes, 6 is zlib 6's size at ~3x its speed, 10-12 are slow and smallest "
     "(benchmarks/CODEC.md)."))]
 
