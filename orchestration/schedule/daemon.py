@@ -60,6 +60,8 @@ class Scheduler:
         self.token = secrets.token_hex(16)
         self.renewed: datetime | None = None
         self.next_due: dict[str, datetime | None] = {}  # cache: skip idle schedules cheaply
+        self.launched: dict[str, Tick] = {}  # run id -> its tick, while its process runs
+        self.exited: dict[str, int] = {}  # run id -> exit code, not yet checked in the store
 
     # -- the lease --------------------------------------------------------------------------
 
@@ -97,6 +99,7 @@ class Scheduler:
         """
         at = at or self.clock()
         self._renew(at)
+        self._settle_exited()  # what the last pass could not record (the store was away)
         self.store.reap_interrupted()  # a run whose driver died no longer counts as going
         pending = self.schedules.ticks_with_status((TickStatus.launching, TickStatus.queued))
         for tick in pending:
@@ -130,12 +133,36 @@ class Scheduler:
                 except OperationalError as exc:  # the database away a moment: try again;
                     # a successor may take the lease meanwhile, and the next renewal says so
                     self.log(f"the run store failed this pass: {str(exc).splitlines()[0]}")
-                reap = getattr(self.launcher, "reap", None)
-                for run_id, code in (reap() if reap else {}).items():
-                    self.log(f"run {run_id} ended with exit code {code}")
+                try:
+                    self.reap()
+                except OperationalError as exc:  # recorded by the next pass
+                    self.log(f"the run store failed this pass: {str(exc).splitlines()[0]}")
                 stop.wait(interval)
         finally:
             self.release()
+
+    def reap(self) -> None:
+        """Collect the runs whose process ended (the launcher's `reap`, if it has one); a run
+        that ended before it was recorded in the store fails its tick, with the reason."""
+        reap = getattr(self.launcher, "reap", None)
+        for run_id, code in (reap() if reap else {}).items():
+            self.log(f"run {run_id} ended with exit code {code}")
+            self.exited[run_id] = code
+        self._settle_exited()
+
+    def _settle_exited(self) -> None:
+        """A tick whose run's process exited without recording the run (it died starting:
+        a full disk, a store that refused the write) says so, as `failed` with the exit code:
+        else it would claim a run that no one can find or resume."""
+        for run_id, code in list(self.exited.items()):
+            tick = self.launched.get(run_id)
+            if tick is not None and not self.schedules.run_states([run_id]):
+                reason = (f"its run process exited with code {code} before recording run "
+                          f"{run_id} in the run store (see its log)")
+                self.schedules.update_tick(tick.id, status=TickStatus.failed, reason=reason)
+                self.log(f"{tick.schedule}: tick {iso(tick.fire_time)} failed: {reason}")
+            self.launched.pop(run_id, None)  # recorded (or not needed): else the next pass
+            del self.exited[run_id]
 
     def wakeup(self) -> datetime | None:
         """The earliest next fire time known after the last pass (None: nothing to come).
@@ -206,7 +233,9 @@ class Scheduler:
         self._launch(schedule, tick, at)
 
     def _launch(self, schedule: Schedule, tick: Tick, at: datetime) -> None:
-        launch_tick(self.schedules, self.launcher, schedule, tick, at, self.log)
+        if launch_tick(self.schedules, self.launcher, schedule, tick, at, self.log):
+            self.launched[tick.run_id or run_id_for(schedule.name, tick.fire_time,
+                                                    tick.trigger)] = tick
 
     def _say(self, tick: Tick) -> None:
         if tick.status in (TickStatus.skipped, TickStatus.queued):

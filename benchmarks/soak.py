@@ -1,0 +1,457 @@
+"""Soak: schedules firing every minute while a seeded chaos loop kills workers, drivers, the
+scheduler and the dashboard, fills the disk and locks the store; then an audit of every tick
+and every byte (issue 29).
+
+Run as root: `nice -n 19 .venv/bin/python benchmarks/soak.py --minutes 60 --seed 1`, or
+`--smoke` (3 minutes, what tests/slow/test_soak.py runs). Everything goes under
+/tmp/soak-SEED-PID/: the project (pipeline, function, input parts), the root (a tmpfs of
+`--tmpfs-mb`, unmounted at the end; its store and logs are copied to evidence/), the logs, the
+runs' own temp folder, the undisturbed recomputes. It prints one table, writes it to
+benchmarks/SOAK.md (`--out`), with every detail in summary.json beside the logs, and exits 1
+if the audit found anything.
+
+What runs: schedule `quick` (local runner, overlap queue) and `onray` (Ray, overlap skip),
+both `* * * * *`, over an input folder that gains a part every minute; manual runs (local or
+Ray); one backfill of three past fire times of `quick`.
+
+The supervisor, as systemd would: a killed (or exited) scheduler or dashboard is started again
+after 1 s; a run whose driver was killed, or that failed (a full disk, a store that refused a
+write), is finished with `seqline run --resume --run-id ID` once its driver is gone - not left
+to the next tick, whose input differs: its fire time would never get its run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psutil
+from sqlalchemy import select
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import soak_audit  # noqa: E402
+import soak_chaos  # noqa: E402
+from soak_report import table, write_markdown  # noqa: E402
+
+from seqline.orchestration.processes import pid_alive  # noqa: E402
+from seqline.orchestration.store import RunStore  # noqa: E402
+from seqline.orchestration.store.liveness import shown_status  # noqa: E402
+from seqline.orchestration.store.tables import runs  # noqa: E402
+
+SEQLINE = str(Path(sys.executable).parent / "seqline")
+PIPELINE = """\
+name: soak
+stages:
+  - {name: read, component: ingest, params: {format: csv, paths: ["in/*.csv"], block_records: 10}}
+  - {name: write, component: tfrecord_write, params: {shard_records: 50}}
+  - {name: features, component: preprocess, params: {fn: "soakfns:work", fn_kwargs: {ms: MS}}}
+"""
+FNS = '''\
+import time
+
+import pyarrow.compute as pc
+
+
+def work(batch, ms=0):
+    """Some work per block (a sleep), then a column from the row's part and value."""
+    time.sleep(ms / 1000)
+    return batch.append_column("y", pc.add(pc.multiply(batch.column("x"), 3), batch.column("v")))
+'''
+SCHEDULES = {"quick": ("local", "queue"), "onray": ("ray", "skip")}
+MAX_RESUMES = 6  # tries to finish one run; past them it counts as not succeeded
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class Soak:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.seconds = args.minutes * 60
+        self.plan = soak_chaos.make_plan(args.seed, self.seconds, args.mean_gap)
+        self.base = Path(f"/tmp/soak-{args.seed}-{os.getpid()}")
+        self.project, self.root, self.logs = (self.base / d for d in ("project", "root", "logs"))
+        self.tmp, self.calm = self.base / "t", self.base / "calm"
+        for folder in (self.project / "in", self.root, self.logs, self.tmp, self.calm):
+            folder.mkdir(parents=True, exist_ok=True)
+        # The runs' temp folder, by a short name: Ray's sockets go under it, and a Unix
+        # socket's path has at most 107 bytes (seqline's Ray session adds about 95).
+        self.tmp_link = Path(f"/tmp/sk{os.getpid()}")
+        self.tmp_link.symlink_to(self.tmp)
+        self.env = {**os.environ, "TMPDIR": str(self.tmp_link)}
+        self.me = psutil.Process()
+        self.owned: dict[str, subprocess.Popen[bytes]] = {}  # name -> a process we started
+        self.rng = random.Random(args.seed + 1)  # which candidate a fault hits
+        self.faults: list[dict] = []
+        self.kinds: dict[str, Counter[str]] = {k: Counter() for k in soak_chaos.KINDS}
+        self.resumes: Counter[str] = Counter()  # run id -> tries
+        self.resumed_ok: set[str] = set()
+        self.resume_ended: dict[str, float] = {}
+        self.exits: Counter[str] = Counter()  # scheduler/dashboard exits we did not cause
+        self.killed: set[int] = set()
+        self.rows: list[int] = []
+        self.running: set[str] = set()
+        self.holds: list[threading.Thread] = []
+        self.port = _free_port()
+        self.tmpfs = self._mount()
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    def _mount(self) -> str | None:
+        """The root on a tmpfs of its own; None if mounting failed (the reason is printed)."""
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.args.tmpfs_mb}m",
+                               "tmpfs", str(self.root)], capture_output=True, text=True)
+        if done.returncode:
+            print(f"mount failed, no disk_full faults: {done.stderr.strip()}", file=sys.stderr)
+            return None
+        return str(self.root)
+
+    def set_up(self) -> None:
+        # About 7 s of work per run at first, 20 s after 20 minutes (2 local workers): a run
+        # is going most of the time, for the faults to hit.
+        (self.project / "pipeline.yaml").write_text(PIPELINE.replace("MS", "300"))
+        (self.project / "soakfns.py").write_text(FNS)
+        for _, rows in [p for p in self.plan.parts if p[0] == 0.0]:
+            self._add_part(rows)
+        self.store = RunStore.open(self.root)
+        for name, (runner, overlap) in SCHEDULES.items():
+            self._cli("schedule", "add", name, str(self.project / "pipeline.yaml"), "--cron",
+                      "* * * * *", "--runner", runner, "--overlap", overlap)
+        self.since = {n: self.store.schedules.get_schedule(n).since for n in SCHEDULES}
+        self._start("scheduler", [SEQLINE, "scheduler", "--root", str(self.root)])
+        self._start("dashboard", [SEQLINE, "dashboard", "--root", str(self.root), "--port",
+                                  str(self.port)])
+
+    def _cli(self, *args: str) -> None:
+        subprocess.run([SEQLINE, *args, "--root", str(self.root)], check=True, env=self.env,
+                       cwd=self.project, capture_output=True)
+
+    def _add_part(self, rows: int) -> None:
+        """One more input part, written under another name then renamed (never half-seen)."""
+        index = len(self.rows)
+        rng = random.Random(f"{self.args.seed}-{index}")
+        text = "v,x\n" + "".join(f"{index},{rng.randint(0, 10**6)}\n" for _ in range(rows))
+        (self.project / "in" / f".part-{index:04d}.tmp").write_text(text)
+        os.rename(self.project / "in" / f".part-{index:04d}.tmp",
+                  self.project / "in" / f"part-{index:04d}.csv")
+        self.rows.append(rows)
+
+    def _start(self, name: str, command: list[str]) -> None:
+        with open(self.logs / f"{name}.log", "ab") as log:
+            self.owned[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, cwd=self.project,
+                                                env=self.env)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        t0 = time.monotonic()
+        parts = [p for p in self.plan.parts if p[0] > 0]
+        faults, manual = list(self.plan.faults), list(self.plan.manual)
+        backfill = [self.plan.backfill_at]
+        last_look = 0.0
+        while (now := time.monotonic() - t0) < self.seconds:
+            while parts and parts[0][0] <= now:
+                self._add_part(parts.pop(0)[1])
+            while manual and manual[0][0] <= now:
+                at, runner = manual.pop(0)
+                run_id = f"manual-{len(self.plan.manual) - len(manual):03d}"
+                self._start(run_id, [SEQLINE, "run", "pipeline.yaml", "--root", str(self.root),
+                                     "--run-id", run_id, "--runner", runner])
+            if backfill and backfill[0] <= now:
+                backfill.pop()
+                start = self.since["quick"].replace(second=0, microsecond=0)
+                self._start("backfill", [SEQLINE, "backfill", "quick", "--root", str(self.root),
+                                         "--from", (start - timedelta(minutes=4)).isoformat(),
+                                         "--to", (start - timedelta(minutes=2)).isoformat()])
+            while faults and faults[0].at <= now:
+                self._inject(faults.pop(0), now)
+            if now - last_look >= 1.0:
+                self.supervise()
+                last_look = now
+            time.sleep(0.2)
+
+    def supervise(self, restart: bool = True) -> None:
+        """Reap, restart what died, resume what a fault stopped."""
+        self._reap()
+        for name in ("scheduler", "dashboard"):
+            process = self.owned.get(name)
+            if process is not None and process.poll() is not None:
+                if process.pid not in self.killed:
+                    self.exits[f"{name} exited {process.returncode}"] += 1
+                del self.owned[name]
+                if restart:
+                    time.sleep(1)  # systemd's RestartSec
+                    self._start(name, [SEQLINE, name, "--root", str(self.root)] +
+                                (["--port", str(self.port)] if name == "dashboard" else []))
+        try:
+            with self.store.engine.connect() as conn:
+                rows = conn.execute(select(runs.c.run_id, runs.c.status, runs.c.runner,
+                                           runs.c.heartbeat, runs.c.started, runs.c.host,
+                                           runs.c.pid)).all()
+        except Exception as exc:  # noqa: BLE001 - a locked or full store: look again soon
+            print(f"supervisor: the store failed a read: {exc}", file=sys.stderr)
+            return
+        alive = soak_chaos.drivers(self.me)
+        self.running = set()
+        for r in rows:
+            shown = shown_status(r.status, r.heartbeat, r.started, r.host, r.pid)
+            if shown == "running":
+                self.running.add(r.run_id)
+            if shown == "succeeded" and self.resumes[r.run_id]:
+                self.resumed_ok.add(r.run_id)
+            if shown not in ("interrupted", "failed", "cancelled") or r.run_id in alive:
+                continue
+            if (r.pid and pid_alive(r.pid)) or self.resumes[r.run_id] >= MAX_RESUMES:
+                continue
+            if time.monotonic() - self.resume_ended.get(r.run_id, 0) < 3:
+                continue
+            self.resumes[r.run_id] += 1
+            self._start(f"resume-{r.run_id}", [SEQLINE, "run", "pipeline.yaml", "--root",
+                                               str(self.root), "--run-id", r.run_id,
+                                               "--resume", "--runner", r.runner])
+
+    def _reap(self) -> None:
+        """Collect our ended children, and the orphans we inherit as subreaper."""
+        for name, process in list(self.owned.items()):
+            if name.startswith(("manual-", "resume-", "backfill")) and \
+                    process.poll() is not None:
+                if name.startswith("resume-"):
+                    self.resume_ended[name.removeprefix("resume-")] = time.monotonic()
+                del self.owned[name]
+        ours = {p.pid for p in self.owned.values()}
+        for child in self.me.children():
+            with contextlib.suppress(psutil.Error, ChildProcessError):
+                if child.pid not in ours and child.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(child.pid, os.WNOHANG)
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def _inject(self, fault: soak_chaos.Fault, now: float) -> None:
+        record = {"at": fault.at, "late_s": round(now - fault.at, 2), "kind": fault.kind}
+        target: psutil.Process | None = None
+        if fault.kind in ("scheduler", "dashboard") and fault.kind in self.owned:
+            target = psutil.Process(self.owned[fault.kind].pid)
+        elif fault.kind == "driver":
+            live = {r: p for r, p in soak_chaos.drivers(self.me).items() if r in self.running}
+            if live:
+                run_id = sorted(live)[int(fault.pick * len(live))]
+                target, record["run_id"] = live[run_id], run_id
+        elif fault.kind == "worker":
+            found = [(r, w) for r, d in sorted(soak_chaos.drivers(self.me).items())
+                     for w in soak_chaos.workers(d)]
+            if found:
+                record["run_id"], target = found[int(fault.pick * len(found))]
+        elif fault.kind == "disk_full" and self.tmpfs:
+            self._hold(record, soak_chaos.fill_disk, self.root, fault.hold)
+            return
+        elif fault.kind == "store_lock":
+            self._hold(record, soak_chaos.lock_store, self.root / "seqline.db", fault.hold)
+            return
+        if target is not None and soak_chaos.kill(target):
+            self.killed.add(target.pid)
+            record["pid"] = target.pid
+            self.kinds[fault.kind]["injected"] += 1
+        else:
+            record["note"] = "no target" if fault.kind != "disk_full" else "no tmpfs"
+            self.kinds[fault.kind]["no target"] += 1
+        self.faults.append(record)
+
+    def _hold(self, record: dict, fn, *args) -> None:  # type: ignore[no-untyped-def]
+        def hold() -> None:
+            record["note"] = fn(*args)
+            ok = not record["note"].startswith("not taken")
+            self.kinds[record["kind"]]["injected" if ok else "no target"] += 1
+            self.faults.append(record)
+
+        self.holds = [t for t in self.holds if t.is_alive()]
+        if self.holds:  # one hold at a time: a full disk and a held lock do not stack
+            record["note"] = "a hold was still on"
+            self.kinds[record["kind"]]["no target"] += 1
+            self.faults.append(record)
+            return
+        thread = threading.Thread(target=hold, daemon=True)
+        self.holds.append(thread)
+        thread.start()
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def drain(self) -> datetime:
+        """Chaos off: stop the scheduler between fire times once no tick waits, then wait for
+        every run (and resume) to end. Returns when the scheduler was stopped."""
+        for thread in self.holds:
+            thread.join()
+        deadline = time.monotonic() + 300
+        while True:
+            self.supervise()
+            at = datetime.now(UTC)
+            waiting = self.store.schedules.ticks_with_status(("queued", "launching"))
+            if 15 <= at.second <= 45 and (not waiting or time.monotonic() > deadline):
+                break
+            time.sleep(1)
+        scheduler = self.owned.pop("scheduler", None)
+        stopped = datetime.now(UTC)
+        if scheduler is not None:
+            scheduler.terminate()
+            scheduler.wait(timeout=60)
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            self.supervise(restart=False)
+            pending = [n for n in self.owned if n != "dashboard"]
+            if not pending and not soak_chaos.drivers(self.me) and not self.running and \
+                    not self._resumable():
+                break
+            time.sleep(2)
+        dashboard = self.owned.pop("dashboard", None)
+        self.dashboard_ok = _answers(self.port)
+        if dashboard is not None:
+            dashboard.terminate()
+            try:
+                dashboard.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.exits["dashboard did not stop on SIGTERM in 20 s"] += 1
+        return stopped
+
+    def _resumable(self) -> bool:
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(select(runs.c.run_id, runs.c.status)).all()
+        return any(r.status != "succeeded" and self.resumes[r.run_id] < MAX_RESUMES
+                   for r in rows)
+
+    def orphans(self) -> list[str]:
+        """Our descendants still alive a while after everything ended (then killed)."""
+        deadline = time.monotonic() + 90  # Ray's agents flush their logs before exiting
+        while True:
+            self._reap()
+            left = [p for p in self.me.children(recursive=True) if _live(p)]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        found = []
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                found.append(f"{process.pid} {' '.join(process.cmdline())[:120]}")
+                process.kill()
+        self._reap()
+        return found
+
+    def audit(self, stopped: datetime) -> dict:
+        ticks = soak_audit.audit_ticks(self.store, list(SCHEDULES), stopped - timedelta(
+            seconds=10))
+        ran = soak_audit.audit_runs(self.store)
+        orphans = self.orphans()
+        same = soak_audit.audit_bytes(self.root, ran["succeeded"], self.rows, self.project,
+                                      self.calm, SEQLINE, self.env)
+        return {"minutes": self.args.minutes, "seed": self.args.seed,
+                "digest": self.plan.digest(), "faults": {k: dict(v) for k, v in
+                                                          self.kinds.items()},
+                "disk_full": "on" if self.tmpfs else "skipped: mount failed",
+                "ticks": ticks, "runs": ran, "bytes": same,
+                "verify": soak_audit.audit_verify(self.root, ran["succeeded"], SEQLINE,
+                                                  self.env),
+                "resumes": sum(self.resumes.values()), "resumed_ok": len(self.resumed_ok),
+                "orphans": orphans, "leftovers": soak_audit.leftovers(self.root, self.tmp),
+                "exits": dict(self.exits), "dashboard_ok": self.dashboard_ok,
+                "base": str(self.base)}
+
+    def close(self) -> None:
+        """Stop whatever is still ours (after a failure or SIGTERM), keep the evidence."""
+        for process in self.me.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        for process in self.owned.values():
+            process.wait()
+        self._reap()
+        self.tmp_link.unlink(missing_ok=True)
+        self.store.close()
+        evidence = self.base / "evidence"
+        evidence.mkdir(exist_ok=True)
+        with contextlib.suppress(OSError):
+            shutil.copy(self.root / "seqline.db", evidence)
+            shutil.copytree(self.root / "logs", evidence / "logs", dirs_exist_ok=True)
+        (self.base / "faults.json").write_text(json.dumps(self.faults, indent=1))
+        if self.tmpfs:
+            subprocess.run(["umount", "-l", self.tmpfs], check=False)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answers(port: int) -> bool:
+    for _ in range(30):
+        with contextlib.suppress(OSError), urllib.request.urlopen(
+                f"http://127.0.0.1:{port}/api/runs", timeout=5) as answer:
+            return answer.status == 200
+        time.sleep(1)
+    return False
+
+
+def _live(process: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return process.status() != psutil.STATUS_ZOMBIE
+    return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=60)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--mean-gap", type=float, default=6.0,
+                        help="mean seconds between faults")
+    parser.add_argument("--tmpfs-mb", type=int, default=128)
+    parser.add_argument("--smoke", action="store_true", help="3 minutes (the slow test tier)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "SOAK.md",
+                        help="the Markdown file whose table is replaced")
+    args = parser.parse_args()
+    if args.smoke:
+        args.minutes, args.tmpfs_mb = 3, 64
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans come to us, as to systemd
+    signal.signal(signal.SIGTERM, _stop)  # so that `close` runs
+    soak = Soak(args)
+    print(f"soak: {args.minutes:g} min, seed {args.seed}, plan digest {soak.plan.digest()}, "
+          f"{len(soak.plan.faults)} faults planned; under {soak.base}", flush=True)
+    try:
+        soak.set_up()
+        soak.run()
+        stopped = soak.drain()
+        summary = soak.audit(stopped)
+    finally:
+        soak.close()
+    (soak.base / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    text = table(summary)
+    print(text)
+    write_markdown(args.out, text)
+    return 0 if summary_clean(summary) else 1
+
+
+def summary_clean(summary: dict) -> bool:
+    """The audit's zeros: what the acceptance asks for."""
+    return not any([summary["ticks"][k] for k in ("lost", "duplicate", "outside", "no_run",
+                                                   "stuck")] +
+                   [summary["runs"]["stuck"], summary["runs"]["not_succeeded"],
+                    summary["bytes"]["divergent"], summary["verify"], summary["orphans"],
+                    summary["leftovers"], not summary["dashboard_ok"]])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
