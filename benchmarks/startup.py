@@ -38,43 +38,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
-import yaml
-from pyarrow import csv
+from verify import make_job
 
 REPO = Path(__file__).resolve().parent.parent
 SEQLINE = str(Path(sys.executable).parent / "seqline")
 HELP_TARGET = 0.3  # seconds, issue 28: `seqline --help` (and any command's --help)
 RUN_TARGET = 0.7  # seconds, issue 28: the fixed cost of a tiny run
-NAMES = np.array(["alpha", "beta", "gamma", "delta", "epsilon"])
-FEATURES = '''"""The tiny run's feature function (benchmarks/startup.py)."""
-
-import pyarrow as pa
-import pyarrow.compute as pc
-
-
-def add_x2(batch: pa.RecordBatch) -> pa.RecordBatch:
-    return batch.append_column("x2", pc.multiply(batch.column("x"), batch.column("x")))
-'''
-
-
-def tiny_job(folder: Path, rows: int = 1_000) -> Path:
-    """The CSV (k, x, s; seeded), the feature function and the pipeline file; returns it."""
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    table = pa.table({"k": np.arange(rows, dtype=np.int64),
-                      "x": rng.normal(0.0, 1.0, rows).round(4),
-                      "s": NAMES[rng.integers(0, len(NAMES), rows)]})
-    csv.write_csv(table, folder / "input.csv", csv.WriteOptions(quoting_style="none"))
-    (folder / "features.py").write_text(FEATURES)
-    stages = [{"name": "read", "component": "ingest",
-               "params": {"format": "csv", "paths": ["input.csv"]}},
-              {"name": "features", "component": "preprocess",
-               "params": {"fn": "features:add_x2", "batch_format": "pyarrow"}}]
-    path = folder / "tiny.yaml"
-    path.write_text(yaml.safe_dump({"name": "tiny", "stages": stages}, sort_keys=False))
-    return path
 
 
 def tree_at(revision: str, folder: Path) -> Path:
@@ -165,7 +135,7 @@ def main() -> None:
     repeats = 1 if args.smoke else args.repeats
     out = args.out or (None if args.smoke else REPO / "benchmarks" / "STARTUP.md")
     with tempfile.TemporaryDirectory(prefix="startup-bench-") as tmp:
-        job = tiny_job(Path(tmp) / "job").parent
+        job = make_job(Path(tmp) / "job", 1_000, stored=False, name="tiny").parent
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [str(job), os.environ.get("PYTHONPATH")]))}
         trees = {"now": env}
@@ -176,7 +146,7 @@ def main() -> None:
         commands = {"import pyarrow": [sys.executable, "-c", "import pyarrow"],
                     "seqline --help": [SEQLINE, "--help"],
                     "seqline run --help": [SEQLINE, "run", "--help"],
-                    "tiny run": [SEQLINE, "run", str(job / "tiny.yaml"), "--root",
+                    "tiny run": [SEQLINE, "run", str(job / "pipeline.yaml"), "--root",
                                  str(Path(tmp) / "root"), "--no-cache"]}
         results = measure(commands, trees, job, repeats)
     lines = table(results, list(trees))

@@ -50,8 +50,11 @@ SIDE_BY_SIDE = ("Side by side under the same load (load average 3-6), `verify_ru
                 "(11-15) than the after column (3-5): compare the ratios, and this pair.")
 
 
-def make_job(folder: Path, rows: int) -> Path:
-    """The CSV, the feature function and the pipeline file; the pipeline's path."""
+def make_job(folder: Path, rows: int, *, stored: bool = True, name: str = "verify-bench") -> Path:
+    """The CSV (k, x, s; seeded), the feature function and the pipeline file, named `name`:
+    ingest -> tfrecord_write (unless not `stored`) -> preprocess; the pipeline's path.
+    (benchmarks/startup.py's tiny run and benchmarks/codec.py build theirs here too.)"""
+    folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     table = pa.table({"k": np.arange(rows, dtype=np.int64), "x": rng.normal(0, 1, rows).round(4),
                       "s": WORDS[rng.integers(0, len(WORDS), rows)]})
@@ -64,8 +67,10 @@ def make_job(folder: Path, rows: int) -> Path:
               {"name": "features", "component": "preprocess",
                "params": {"fn": "features:add_square", "batch_format": "pyarrow",
                           "compression": "gzip"}}]
-    (folder / "pipeline.yaml").write_text(yaml.safe_dump({"name": "verify-bench",
-                                                          "stages": stages}, sort_keys=False))
+    if not stored:
+        del stages[1]
+    (folder / "pipeline.yaml").write_text(yaml.safe_dump({"name": name, "stages": stages},
+                                                         sort_keys=False))
     return folder / "pipeline.yaml"
 
 
