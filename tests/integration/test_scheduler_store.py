@@ -87,7 +87,7 @@ def _acquire_after_barrier(url: str, token: str, results, barrier) -> None:
 
 
 def test_schedules_lease_raced_by_two_processes_has_one_winner(store):  # noqa: F811
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")  # not a fork of a worker that ran TF
     barrier, results = context.Barrier(2), context.Queue()
     url = store.engine.url.render_as_string(hide_password=False)
     processes = [context.Process(target=_acquire_after_barrier, args=(url, t, results, barrier))

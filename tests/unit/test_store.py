@@ -123,8 +123,13 @@ def _write_one_run(url: str, run_id: str, barrier) -> None:
     store.close()
 
 
+# Fresh processes, not forks: a fork of a pytest worker that has run TensorFlow can abort in
+# TF's garbage collection (seen under pytest-xdist). The barrier makes them start together.
+RACE = multiprocessing.get_context("spawn")
+
+
 def _race(target, args_per_process: list[tuple]) -> None:
-    context = multiprocessing.get_context("fork")  # no re-import: both start within ms
+    context = RACE
     barrier = context.Barrier(len(args_per_process))
     processes = [context.Process(target=target, args=(*args, barrier))
                  for args in args_per_process]
@@ -228,7 +233,7 @@ class TestStoreContract:
                                                                           None)
 
     def test_store_one_run_id_raced_from_two_processes(self, store, store_url):
-        results = multiprocessing.get_context("fork").Queue()
+        results = RACE.Queue()
         _race(_create_after_barrier, [(store_url, "raced", results)] * 2)
         outcomes = sorted(results.get(timeout=10) for _ in range(2))
         assert outcomes == ["taken", "won"]
@@ -291,7 +296,7 @@ class TestStoreContract:
         assert stage["artifacts"][0]["uri"] == "/old/model" and stage["error"] is None
 
     def test_store_opened_by_two_processes_at_once_migrates_once(self, store_url):
-        results = multiprocessing.get_context("fork").Queue()
+        results = RACE.Queue()
         _race(_create_after_barrier_unopened, [(store_url, "a", results),
                                                 (store_url, "b", results)])
         assert sorted(results.get(timeout=10) for _ in range(2)) == ["won", "won"]
