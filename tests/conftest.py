@@ -3,6 +3,7 @@ in which `make test`'s workers take the tests (decision 48)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,28 @@ def _start_order(item: pytest.Item) -> int:
     if any(item.get_closest_marker(m) for m in ("integration", "e2e", "browser")):
         return 2
     return 3
+
+
+CPU_AT_START = pytest.StashKey[float]()
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU seconds and its finished child processes'."""
+    return sum(os.times()[:4])
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[CPU_AT_START] = _cpu_seconds()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    """Record each test's CPU seconds (set-up to teardown, child processes included) as a
+    JUnit property: on two cores the suite is bound by CPU rather than by waiting, and this
+    says which tests spend it (tests/tier_times.py sums them per tier)."""
+    if call.when == "teardown" and CPU_AT_START in item.stash:
+        spent = _cpu_seconds() - item.stash[CPU_AT_START]
+        item.user_properties.append(("cpu", f"{spent:.2f}"))
 
 
 @pytest.hookimpl(trylast=True)  # after the other conftests have marked their tests
