@@ -53,7 +53,8 @@ class Stage:
     The component follows from the parameters' type: `Stage("read", IngestParams(...))` is an
     ingest stage. `inputs` names an earlier stage whose stored records it reads (default: the
     stage before it); `errors` is its error budget; `cache=False` always recomputes it.
-    `retries` (default: the pipeline's) and `retry_user_errors` are as in a pipeline file.
+    `retries` (default: the pipeline's), `retry_user_errors` and `profile` (False: no data
+    profile of its output) are as in a pipeline file.
     """
 
     name: str
@@ -63,6 +64,7 @@ class Stage:
     cache: bool = True
     retries: int | None = None
     retry_user_errors: int = 0
+    profile: bool = True
 
     def spec(self) -> StageSpec[Any]:
         component = next((name for name, c in COMPONENTS.items()
@@ -79,7 +81,7 @@ class Stage:
         return make_stage(self.name, component, self.params, COMPONENTS,
                           inputs=tuple(self.inputs), errors=self.errors, cache=self.cache,
                           retries=3 if self.retries is None else self.retries,
-                          retry_user_errors=self.retry_user_errors)
+                          retry_user_errors=self.retry_user_errors, profile=self.profile)
 
 
 @dataclass(frozen=True)

@@ -15,28 +15,33 @@ from seqline.orchestration.events import BlockRetried, Event, Occupancy
 from seqline.pipeline.audit import SeqDigest
 from seqline.pipeline.blocks import seq_of
 from seqline.pipeline.deadletters import DeadLetterFile
+from seqline.pipeline.drift import ProfileWindows
 from seqline.pipeline.errors import StageError
 from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.specs import StageSpec
-from seqline.pipeline.storage import Folder
+from seqline.pipeline.storage import Folder, storage_of, write_json
 from seqline.pipeline.tasks import BlockResult, Counts
 from seqline.pipeline.tfrecord import schema_to_text
 
 if TYPE_CHECKING:
     from seqline.orchestration.runners import Runner
 
-__all__ = ["StageOutput", "Tally", "manifest_of"]
+__all__ = ["PROFILE", "StageOutput", "Tally", "manifest_of"]
+
+PROFILE = "profile.json"  # the stage's data profile, beside its manifest
 
 
 class StageOutput:
     """What a stage's results add up to: seq range and digest, dead letters, shards, schema.
 
     Dead letters are appended to the stage's file as they arrive and held to its error budget;
-    shard descriptions are kept in block order, which is seq order.
+    shard descriptions are kept in block order, which is seq order. Unless the stage says
+    `profile: false`, its blocks are profiled as they arrive (in seq order, so the profile has
+    windows along source order) into profile.json.
     """
 
     def __init__(self, stage: StageSpec[Any], folder: Folder, feed: ShardFeed | None) -> None:
-        self.stage, self.feed = stage, feed
+        self.stage, self.feed, self.folder = stage, feed, folder
         self.component = COMPONENTS[stage.component]
         self.digest = SeqDigest()
         self.dead = DeadLetterFile(folder)
@@ -45,6 +50,7 @@ class StageOutput:
         self.seq_min: int | None = None
         self.seq_max: int | None = None
         self.forwarded = 0
+        self.profile = ProfileWindows() if stage.profile else None
 
     def add(self, result: BlockResult) -> None:
         self.dead.add(result.dead_letters)
@@ -57,6 +63,8 @@ class StageOutput:
         self.digest.update(seq)
         self.seq_min = int(seq[0]) if self.seq_min is None else self.seq_min
         self.seq_max = int(seq[-1])
+        if self.profile is not None:
+            self.profile.add(batch)
         if result.shard is not None:
             self._check_schema(result, batch.schema)
             self.shards.append(result.shard)
@@ -81,6 +89,12 @@ class StageOutput:
             self.stage.errors.check_final(self.stage.name, self.dead.count, counts.records_in,
                                           self.dead.first)
         stored: dict[str, Any] = {"seq_digest": self.digest.hexdigest(), "dead_letters": dead}
+        if self.profile is not None and self.profile.windows:
+            # named per attempt where attempts share the folder (an object store), as dead
+            # letters are; the manifest names it
+            name = storage_of(self.folder).attempt_name(PROFILE)
+            write_json(self.folder / name, self.profile.finish(), durable=True)
+            stored["profile"] = {"path": name}
         if self.component.stores_records:
             stored |= {
                 "format": "tfrecord",

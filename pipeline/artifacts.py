@@ -72,6 +72,8 @@ def listed_files(manifest: dict[str, Any]) -> list[str]:
     names = [s["path"] for s in manifest.get("shards") or []]
     if manifest.get("dead_letters"):
         names.append(manifest["dead_letters"]["path"])
+    if manifest.get("profile"):
+        names.append(manifest["profile"]["path"])
     return names + sorted(manifest.get("uploaded") or {})
 
 

@@ -49,6 +49,9 @@ class StageEntry(BaseModel):
     retry_user_errors: int = Field(0, ge=0, le=10, description=(
         "Times a call of the stage's function that raised is tried again, for functions "
         "that call flaky services; default 0: the first exception fails the block."))
+    profile: bool = Field(True, description=(
+        "false: no data profile (profile.json: per column counts, nulls, moments, quantiles, "
+        "top values, drift) of this stage's output records."))
 
 
 class PipelineFile(BaseModel):
@@ -197,7 +200,7 @@ def _stage(raw: Any, i: int, lines: dict[tuple[str, ...], int], source: str,
                       errors=entry.errors if "errors" in raw else top.errors,
                       cache=entry.cache,
                       retries=top.retries if entry.retries is None else entry.retries,
-                      retry_user_errors=entry.retry_user_errors)
+                      retry_user_errors=entry.retry_user_errors, profile=entry.profile)
 
 
 def _check_inputs(spec: PipelineSpec, stage: StageSpec[Any],
@@ -264,4 +267,6 @@ def _stage_entry(stage: StageSpec[Any], default: ErrorBudget | None) -> dict[str
         entry["retries"] = stage.retries
     if stage.retry_user_errors:
         entry["retry_user_errors"] = stage.retry_user_errors
+    if not stage.profile:
+        entry["profile"] = False
     return entry

@@ -56,6 +56,8 @@ class StageSpec(Generic[P]):
     # The user function's own exceptions: each call is tried again this many times (flaky
     # services); 0: the first exception is the block's failure.
     retry_user_errors: int = 0
+    # False: no data profile (profile.json) for this stage's output records.
+    profile: bool = True
 
     @property
     def where(self) -> str:

@@ -1,0 +1,124 @@
+"""Drift: a distance per column between two profiles, against a baseline run and along seq."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from seqline.pipeline.profile import ColumnProfile, Profile
+
+__all__ = ["THRESHOLD", "WINDOWS", "ProfileWindows", "column_distance", "compare"]
+
+# A column drifts past this distance. Both measures are shares of records (KS: the largest gap
+# between the two CDFs; total variation: the share of records whose value would have to
+# change), so 0.1 reads "a tenth of the records moved". It sits well above the KLL sketches'
+# own error (each CDF within ~1.65 %) and flags a shift of half a standard deviation.
+THRESHOLD = 0.1
+# Seq windows a stage's profile keeps along source order: between WINDOWS and 2*WINDOWS.
+WINDOWS = 8
+# Points where two numeric CDFs are compared: each sketch's quantiles at these ranks.
+_RANKS = np.linspace(0.0, 1.0, 65).tolist()
+
+
+def column_distance(a: ColumnProfile, b: ColumnProfile) -> tuple[str, float] | None:
+    """How far apart two profiles of a column are, and by which measure; None if it has none.
+
+    Numbers: Kolmogorov-Smirnov, the largest gap between the two KLL sketches' CDFs. Strings:
+    total variation between their value shares (values beyond the kept ones pooled). Either
+    way at least the change in the share of nulls, so a column gone empty drifts.
+
+    Example: temperatures shifted by +20 (about 3 standard deviations) -> ("ks", ~0.9).
+    """
+    if a.kind != b.kind or a.kind == "other":
+        return None
+    nulls = abs(_share(a.nulls, a) - _share(b.nulls, b))
+    if a.kind == "number":
+        return "ks", max(nulls, _ks(a, b))
+    return "tv", max(nulls, _tv(a, b))
+
+
+def _share(n: int, column: ColumnProfile) -> float:
+    total = column.count + column.nulls
+    return n / total if total else 0.0
+
+
+def _ks(a: ColumnProfile, b: ColumnProfile) -> float:
+    if a.kll is None or b.kll is None or a.kll.is_empty() or b.kll.is_empty():
+        return 0.0 if (a.kll is None or a.kll.is_empty()) == (
+            b.kll is None or b.kll.is_empty()) else 1.0
+    points = sorted(set(a.kll.get_quantiles(_RANKS)) | set(b.kll.get_quantiles(_RANKS)))
+    cdf_a = np.asarray(a.kll.get_cdf(points, True)[:-1])
+    cdf_b = np.asarray(b.kll.get_cdf(points, True)[:-1])
+    return float(np.max(np.abs(cdf_a - cdf_b)))
+
+
+def _tv(a: ColumnProfile, b: ColumnProfile) -> float:
+    top_a, top_b = a.top or {}, b.top or {}
+    gap, kept_a, kept_b = 0.0, 0.0, 0.0
+    for value in set(top_a) | set(top_b):
+        share_a, share_b = _share(top_a.get(value, 0), a), _share(top_b.get(value, 0), b)
+        gap, kept_a, kept_b = gap + abs(share_a - share_b), kept_a + share_a, kept_b + share_b
+    others = abs((_share(a.count, a) - kept_a) - (_share(b.count, b) - kept_b))
+    return (gap + others) / 2
+
+
+def compare(current: Profile, baseline: Profile,
+            threshold: float = THRESHOLD) -> dict[str, dict[str, Any]]:
+    """Per column of `current`: its distance to `baseline`'s, the measure, and whether it is
+    past `threshold`; a column the baseline lacks (or cannot be compared) has distance None."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, column in current.columns.items():
+        other = baseline.columns.get(name)
+        measured = column_distance(column, other) if other is not None else None
+        distance = round(measured[1], 4) if measured else None
+        found[name] = {"measure": measured[0] if measured else None, "distance": distance,
+                       "threshold": threshold,
+                       "drifted": distance is not None and distance > threshold}
+    return found
+
+
+class ProfileWindows:
+    """A stage's profile built along source order, in seq windows of whole blocks.
+
+    Blocks arrive in seq order; each joins the open window until it holds `rows` records.
+    Past 2*WINDOWS windows, neighbours merge pairwise and `rows` doubles, so a stream of any
+    length ends with WINDOWS to 2*WINDOWS windows of about equal size, without knowing its
+    length ahead. The whole stage's profile is the merge of its windows.
+    """
+
+    def __init__(self) -> None:
+        self.windows: list[Profile] = []
+        self.rows = 1  # a window's target size: grows as windows merge
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Profile one block of the stage's output (the next in seq order)."""
+        block = Profile.of(batch)
+        if self.windows and self.windows[-1].rows < self.rows:
+            self.windows[-1].merge(block)
+        else:
+            self.windows.append(block)
+        if len(self.windows) > 2 * WINDOWS:
+            pairs = zip(self.windows[::2], self.windows[1::2] + [Profile()], strict=True)
+            self.windows = [_merged(a, b) for a, b in pairs]
+            self.rows = max(w.rows for w in self.windows)
+
+    def finish(self, threshold: float = THRESHOLD) -> dict[str, Any]:
+        """profile.json: the whole profile, and per window its seq range and each column's
+        distance to the whole (drift along source order)."""
+        whole = Profile()
+        for window in self.windows:
+            whole.merge(window)
+        windows = []
+        for window in self.windows:
+            distances = compare(window, whole, threshold)
+            windows.append({"seq_min": window.seq_min, "seq_max": window.seq_max,
+                            "rows": window.rows,
+                            "distance": {n: d["distance"] for n, d in distances.items()}})
+        return {"version": 1, **whole.to_json(), "threshold": threshold, "windows": windows}
+
+
+def _merged(a: Profile, b: Profile) -> Profile:
+    a.merge(b)
+    return a
