@@ -91,8 +91,8 @@ class Dashboard:
     def series(self, stages: list[dict[str, Any]]) -> dict[str, Any]:
         """The samples of some stages (run_page's dicts) as chart columns, {name: columns},
         read incrementally (series.SampleCache); read-only, shared."""
-        return self.charts.series(self.reader, [(s["stage_run_id"], s["t0"], s["name"])
-                                                for s in stages])
+        return self.charts.series(self.reader, [(s["stage_run_id"], s["t0"], s["name"],
+                                                 s.get("records_in")) for s in stages])
 
     def samples_at(self, run: dict[str, Any], version: int | None = None) -> dict[str, Any]:
         """Every stage's samples ({name: columns}) of `run` (run_at's) at `version`; treat

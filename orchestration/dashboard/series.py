@@ -17,7 +17,7 @@ from typing import Any
 from seqline.orchestration.store import RunReader
 from seqline.orchestration.store.statements import SAMPLE_COLUMNS
 
-__all__ = ["COLUMNS", "MAX_POINTS", "SampleCache"]
+__all__ = ["COLUMNS", "MAX_POINTS", "SampleCache", "counted_once"]
 
 COLUMNS = SAMPLE_COLUMNS  # a chart's columns: the sample rows' own, in their order
 # A chart of a long run stays light: at most this many points per stage (every k-th sample).
@@ -30,6 +30,15 @@ class _Rows:
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []
         self.columns: dict[str, list[Any]] | None = None  # made from all of `rows`
+        # counted_once(columns) for the records_in it was made for (a stage's ends once)
+        self.counted: tuple[int | None, dict[str, list[Any]]] | None = None
+
+
+    def counted_for(self, records_in: int | None, started: Any) -> dict[str, list[Any]]:
+        """The columns as counted_once makes them for `records_in`, made once."""
+        if self.counted is None or self.counted[0] != records_in:
+            self.counted = (records_in, counted_once(self.columns or {}, records_in, started))
+        return self.counted[1]
 
 
 class SampleCache:
@@ -44,13 +53,14 @@ class SampleCache:
         self._kept: OrderedDict[tuple[int, Any], _Rows] = OrderedDict()
         self._lock = threading.Lock()
 
-    def series(self, reader: RunReader, stages: list[tuple[int, Any, str]]
+    def series(self, reader: RunReader, stages: list[tuple[int, Any, str, int | None]]
                ) -> dict[str, dict[str, list[Any]]]:
         """Samples of some stage runs as columns a chart can draw.
 
         Args:
             reader: the store's reads (one connection for all the stages).
-            stages: (stage_run_id, started, label) each.
+            stages: (stage_run_id, started, label, records_in) each; records_in is the
+                ended stage's count (None while it runs), see counted_once.
 
         Returns:
             {label: {"t": [...], "records_done", "rows_per_s", "waited_input",
@@ -59,7 +69,7 @@ class SampleCache:
             callers only read them.
         """
         with self._lock:  # one reader at a time per cache: the rows are appended in place
-            keys = list(dict.fromkeys((stage_run_id, started) for stage_run_id, started, _
+            keys = list(dict.fromkeys((stage_run_id, started) for stage_run_id, started, *_
                                       in stages))
             kept = {key: self._kept_for(key) for key in keys}
             # Each stage run's rows after the newest kept (its t): one connection for all.
@@ -69,8 +79,9 @@ class SampleCache:
                 if new or kept[key].columns is None:
                     kept[key].rows.extend(new)
                     kept[key].columns = _thinned(kept[key].rows)
-            return {label: kept[(stage_run_id, started)].columns or {}
-                    for stage_run_id, started, label in stages}
+                    kept[key].counted = None
+            return {label: kept[(stage_run_id, started)].counted_for(records_in, started)
+                    for stage_run_id, started, label, records_in in stages}
 
     def _kept_for(self, key: tuple[int, Any]) -> _Rows:
         """The rows kept for a stage run (made empty when new), now the most recently used."""
@@ -102,3 +113,37 @@ def _thinned(rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
 
 _PEAKS = (COLUMNS.index("in_flight"), COLUMNS.index("reorder_held"))
 _RATE = COLUMNS.index("rows_per_s")
+
+
+def counted_once(columns: dict[str, list[Any]], records_in: int | None,
+                 started: float | None = None) -> dict[str, list[Any]]:
+    """An ended stage's progress counted as its table counts it: each input record once.
+
+    The table's rate is records_in over seconds, but a stage's samples count what it has
+    done: training counts every epoch's records (15 epochs of 1,155 windows: 17,325), and
+    batching and evaluation count theirs only when they commit (0 until the end). Drawn as
+    is, the train stage's chart read ~1,000 records/s beside a table saying 65. So once the
+    stage has ended (records_in known), records_done is rescaled to end at records_in
+    (rows_per_s with it); a stage whose samples never counted a record is drawn at its
+    average, a straight line from 0 at its start (`started`, Unix seconds) to records_in.
+    A running stage (records_in None) is drawn as sampled, as its table row shows it.
+
+    Example: records_done [0, 8000, 17325] with records_in 1155 -> [0, 533.3, 1155].
+    """
+    done = columns.get("records_done") or []
+    if records_in is None or not done or done[-1] == records_in:
+        return columns
+    out = dict(columns)
+    if done[-1]:
+        scale = records_in / done[-1]
+        out["records_done"] = [None if v is None else v * scale for v in done]
+        out["rows_per_s"] = [None if v is None else v * scale for v in columns["rows_per_s"]]
+        return out
+    times = columns["t"]
+    start = started if started is not None and started < times[-1] else times[0]
+    span = times[-1] - start
+    if span <= 0:
+        return columns
+    out["records_done"] = [records_in * max(0.0, t - start) / span for t in times]
+    out["rows_per_s"] = [records_in / span] * len(times)
+    return out

@@ -46,7 +46,7 @@ def test_reads_in_random_batches_add_up_to_one_whole_read(store):
             batch = [t + i for i in range(pace.randint(0, 5))]
             _write(store, stage_run, batch)
         t += 6
-        got = cache.series(store, [(a, 1.0, "a"), (b, 1.0, "b")])
+        got = cache.series(store, [(a, 1.0, "a", None), (b, 1.0, "b", None)])
         assert got == {"a": _everything(store, a), "b": _everything(store, b)}
 
 
@@ -55,10 +55,10 @@ def test_a_long_stage_is_thinned_and_still_ends_at_its_newest_sample(store, monk
     stage_run = store.start_stage("r", "a", "ingest", params={}, cache_key=None)
     cache = SampleCache()
     _write(store, stage_run, [float(i) for i in range(15)])
-    first = cache.series(store, [(stage_run, 1.0, "a")])["a"]
+    first = cache.series(store, [(stage_run, 1.0, "a", None)])["a"]
     assert first["t"] == [float(i) for i in range(1, 15, 2)] + [14.0]  # each pair's last
     _write(store, stage_run, [float(i) for i in range(15, 31)])
-    later = cache.series(store, [(stage_run, 1.0, "a")])["a"]
+    later = cache.series(store, [(stage_run, 1.0, "a", None)])["a"]
     assert later["t"] == [float(i) for i in range(3, 31, 4)] + [30.0]  # each 4's last
     assert later["records_done"][-1] == 300
 
@@ -67,9 +67,45 @@ def test_a_reused_stage_run_id_with_another_start_is_read_afresh(store):
     stage_run = store.start_stage("r", "a", "ingest", params={}, cache_key=None)
     cache = SampleCache()
     _write(store, stage_run, [10.0, 11.0])
-    assert cache.series(store, [(stage_run, 1.0, "a")])["a"]["t"] == [10.0, 11.0]
+    assert cache.series(store, [(stage_run, 1.0, "a", None)])["a"]["t"] == [10.0, 11.0]
     with store.engine.begin() as conn:  # the run deleted, its id taken by a later stage run
         conn.execute(samples.delete().where(samples.c.stage_run_id == stage_run))
     _write(store, stage_run, [3.0, 4.0])  # written by a process whose clock is behind
-    fresh = cache.series(store, [(stage_run, 2.0, "a")])["a"]  # its own start time
+    fresh = cache.series(store, [(stage_run, 2.0, "a", None)])["a"]  # its own start time
     assert fresh == _everything(store, stage_run) and fresh["t"] == [3.0, 4.0]
+
+
+def _columns(t: list[float], done: list[int]) -> dict[str, list]:
+    return {"t": t, "records_done": done, "rows_per_s": [1.0] * len(t)}
+
+
+def _mean_rate(columns: dict[str, list], start: float) -> float:
+    """The rate a chart draws, averaged over the stage: records over seconds."""
+    return columns["records_done"][-1] / (columns["t"][-1] - start)
+
+
+def test_every_epoch_counted_is_drawn_as_the_tables_records_in_over_seconds():
+    epochs = _columns([1.0, 9.0, 18.0], [0, 8000, 17325])  # 15 epochs of 1,155 windows
+    counted = series.counted_once(epochs, 1155, 0.0)
+    assert counted["records_done"] == pytest.approx([0, 8000 / 15, 1155])
+    assert _mean_rate(counted, 0.0) == pytest.approx(1155 / 18)  # the table's rate
+
+
+def test_a_stage_that_counts_at_commit_is_drawn_at_its_average():
+    batching = _columns([0.5, 1.0, 2.0], [0, 0, 0])
+    counted = series.counted_once(batching, 1461, 0.0)
+    assert counted["records_done"] == pytest.approx([1461 / 4, 1461 / 2, 1461])
+    assert counted["rows_per_s"] == pytest.approx([1461 / 2] * 3)
+
+
+def test_a_running_stage_or_one_already_counted_once_is_drawn_as_sampled():
+    running = _columns([1.0, 2.0], [10, 30])
+    assert series.counted_once(running, None, 0.0) is running
+    assert series.counted_once(running, 30, 0.0) is running
+
+
+def test_the_cache_hands_out_the_counted_columns(store):
+    stage_run = store.start_stage("r", "a", "train", params={}, cache_key=None)
+    _write(store, stage_run, [10.0, 20.0])  # records_done 100, 200
+    got = SampleCache().series(store, [(stage_run, 0.0, "a", 50)])["a"]
+    assert got["records_done"] == [25.0, 50.0]
