@@ -2,26 +2,32 @@
 // Loaded as a file: the Content-Security-Policy allows no inline script.
 "use strict";
 (function () {
-  // Tableau 10, the darker half first: six stages' lines stay apart (two oranges did not).
-  const COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#9c755f", "#edc948"];
-  const charts = {};
+  const U = window.seqlineUnits;
+  // The stages' colours (Tableau 10 in light, brighter in dark: dashboard.css --chart-N),
+  // read when a chart is drawn; a change of the system's theme redraws every chart.
+  let COLORS = U.palette();
+  const charts = {}, makers = {};
 
   // Whole numbers only (epochs, runs, blocks): uPlot's default steps would label 0.05s.
   const WHOLE = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 100000, 1000000];
 
-  function width(el) { return Math.max(320, Math.min(el.clientWidth || 900, 1100)); }
+  // As wide as its box (never wider: at 400 px the page must not scroll sideways).
+  function width(el) { return Math.max(200, Math.min(el.clientWidth || 900, 1100)); }
 
-  // 2.5 -> "2.5 s", 0.004 -> "4 ms", 6.6e-7 -> "0.66 µs": readable at any size (uPlot's
-  // default labels round small waits to "0").
-  function fmtSeconds(v) {
-    if (v === 0) { return "0 s"; }
-    const a = Math.abs(v);
-    if (a >= 1) { return +v.toPrecision(4) + " s"; }
-    if (a >= 1e-3) { return +(v * 1e3).toPrecision(3) + " ms"; }
-    return +(v * 1e6).toPrecision(3) + " µs";
+  // Every axis in the theme's colours, its ticks in human units (uPlot's default labels
+  // round small waits to "0" and step epochs by 0.05).
+  function axis(ticks, label, extra) {
+    return Object.assign({ label: label, stroke: U.color("--fg"), size: 64,
+      grid: { stroke: U.color("--line"), width: 1 }, ticks: { stroke: U.color("--line"), width: 1 },
+      values: function (u, splits) { return ticks(splits); } }, extra || {});
   }
-  function secondsAxis() { return { values: function (u, splits) { return splits.map(fmtSeconds); }, size: 60 }; }
-  function wholeAxis() { return { incrs: WHOLE, values: function (u, splits) { return splits.map(function (v) { return String(Math.round(v)); }); } }; }
+  function secondsAxis(label) { return axis(U.durationTicks, label); }
+  function countAxis(label) { return axis(U.countTicks, label); }
+  function wholeAxis(label) { return axis(U.wholeTicks, label, { incrs: WHOLE, size: 40 }); }
+  // Whole numbers from the first to the last (one epoch or run: a unit either side).
+  function wholeScale() {
+    return { time: false, range: function (u, min, max) { return min === max ? [min - 1, max + 1] : [min, max]; } };
+  }
   // From 0 to a little above the top, so a peak is not drawn on the frame.
   function fromZero(least) {
     return { range: function (u, min, max) { return [0, Math.max(least, max * 1.15)]; } };
@@ -98,22 +104,25 @@
 
   function steps() { return uPlot.paths.stepped({ align: -1 }); }
 
-  function series(names, suffix, data, stepped) {
-    return [{ label: "s" }].concat(names.map(function (n, i) {
+  function series(names, suffix, data, stepped, value) {
+    return [{ label: "time", value: function (u, v) { return U.duration(v); } }].concat(names.map(function (n, i) {
       const shown = data ? data[i + 1].filter(function (v) { return v !== null; }).length : 99;
       const s = { label: n + (suffix || ""), stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true,
-        points: { show: shown <= 2, size: 7 } };
+        points: { show: shown <= 2, size: 7 }, value: function (u, v) { return v === null ? "" : (value || U.count)(v); } };
       if (stepped) { s.paths = steps(); }
       return s;
     }));
   }
+
+  // `make` draws the chart from scratch: kept, to redraw it in the other theme's colours.
+  function plot(el, make) { makers[el.id] = make; make(); }
 
   function draw(el, opts, data) {
     const old = charts[el.id];
     if (old && old.series.length === opts.series.length) { old.setData(data); return; }
     if (old) { old.destroy(); }
     el.textContent = "";
-    opts.width = width(el); opts.height = 220; opts.title = el.dataset.title;
+    opts.width = width(el); opts.height = el.clientWidth < 500 ? 180 : 220; opts.title = el.dataset.title;
     opts.scales = Object.assign({ x: { time: false } }, opts.scales || {});
     charts[el.id] = el.uplot = new uPlot(opts, data, el);  // el.uplot: tests read its data
     el.dataset.drawn = "true";
@@ -140,15 +149,18 @@
   }
 
   function samplesChart(el, body) {
-    const stages = fromStart(body.stages || { [body.stage]: body.samples }, startsOf());
+    let all = body.stages || { [body.stage]: body.samples };
+    const only = el.dataset.stage;  // a stage page's charts: its own stage of the run's samples
+    if (only) { all = all[only] ? { [only]: all[only] } : {}; }
+    const stages = fromStart(all, startsOf());
     const first = Object.values(stages).map(function (s) { return (s.t || [])[0]; }).filter(function (t) { return t !== undefined; });
     const t0 = body.t0 || Math.min.apply(null, first.length ? first : [0]);
     const kind = el.dataset.kind;
-    const x = { label: kind.indexOf("stage-") === 0 ? "seconds since the stage started" : "seconds since the run started" };
+    const x = secondsAxis(kind.indexOf("stage-") === 0 ? "time since the stage started" : "time since the run started");
     if (kind === "rate" || kind === "stage-rate") {
       const a = align(withRates(stages), "rate", t0);
-      draw(el, { series: series(a.names, " rows/s", a.data, true), scales: { x: spanScale(), y: fromZero(1) },
-        axes: [x, { label: "rows/s", size: 60 }] }, a.data);
+      draw(el, { series: series(a.names, "", a.data, true), scales: { x: spanScale(), y: fromZero(1) },
+        axes: [x, countAxis("records/s")] }, a.data);
     } else if (kind === "occupancy") {
       const f = align(stages, "in_flight", t0), h = align(stages, "reorder_held", t0);
       let names = f.names.map(function (n) { return n + " in flight"; }).concat(h.names.map(function (n) { return n + " held"; }));
@@ -164,58 +176,83 @@
         looks = looks.filter(function (_, i) { return some[i]; });
       }
       const data = [f.data[0]].concat(columns);
-      const shown = series(names, "", data, true);
+      const shown = series(names, "", data, true, String);
       looks.forEach(function (look, i) { Object.assign(shown[i + 1], look); });
       draw(el, { series: shown, scales: { x: spanScale(), y: wholeFromZero() },
-        axes: [x, Object.assign(wholeAxis(), { label: "blocks (peak)" })] }, data);
+        axes: [x, wholeAxis("blocks (peak)")] }, data);
     } else if (kind === "stage-waits") {
       const totals = withTotals(JSON.parse(JSON.stringify(stages)));
       const i = align(totals, "waited_input", t0), o = align(totals, "waited_output", t0);
       const data = [i.data[0], i.data[1] || [], o.data[1] || []];
-      draw(el, { series: series(["waited on input", "waited on output"], "", data, true),
+      draw(el, { series: series(["waited on input", "waited on output"], "", data, true, U.duration),
         scales: { x: spanScale(), y: fromZero(0.01) },
-        axes: [x, Object.assign(secondsAxis(), { label: "seconds waited" })] }, data);
+        axes: [x, secondsAxis("time waited")] }, data);
     }
   }
 
+  // TensorBoard's smoothing: an exponential moving average, debiased so that the first
+  // epochs are not pulled towards 0. weight 0 draws the values as they are.
+  function smoothed(values, weight) {
+    let last = 0, n = 0;
+    return values.map(function (v) {
+      if (v === null || !isFinite(v)) { return v; }
+      last = last * weight + (1 - weight) * v; n += 1;
+      return last / (1 - Math.pow(weight, n));
+    });
+  }
+  function smoothing() {
+    const slider = document.getElementById("smoothing");
+    return slider ? Math.min(0.99, Math.max(0, Number(slider.value) || 0)) : 0;
+  }
+
+  // The table's values as they are (thin), and smoothed over them when the slider asks.
   function epochsChart(el, epochs) {
     const names = Array.from(new Set([].concat.apply([], epochs.map(function (e) { return Object.keys(e.metrics); }))));
-    const data = [epochs.map(function (e) { return e.epoch; })].concat(names.map(function (n) {
+    const raw = names.map(function (n) {
       return epochs.map(function (e) { return typeof e.metrics[n] === "number" ? e.metrics[n] : null; });
-    }));
-    draw(el, { series: [{ label: "epoch" }].concat(series(names).slice(1)),
-      axes: [Object.assign(wholeAxis(), { label: "epoch" }), {}] }, data);
+    });
+    const weight = smoothing();
+    const shown = series(names, "", [null].concat(raw), false, U.count);
+    let data = [epochs.map(function (e) { return e.epoch; })].concat(raw);
+    if (weight > 0) {
+      shown.forEach(function (s, i) { if (i) { s.width = 1; s.alpha = 0.35; } });
+      series(names, " smoothed", null, false, U.count).slice(1).forEach(function (s) { shown.push(s); });
+      data = data.concat(raw.map(function (r) { return smoothed(r, weight); }));
+    }
+    draw(el, { series: [{ label: "epoch" }].concat(shown.slice(1)), scales: { x: wholeScale() },
+      axes: [wholeAxis("epoch"), countAxis("")] }, data);
   }
 
   function historyChart(el, rows) {
     const shown = rows.slice().reverse().filter(function (r) { return r.seconds !== null; });
     draw(el, { series: [{ label: "run", value: function (u, v) { return v === null || !shown[v - 1] ? "" : shown[v - 1].run_id; } },
-      { label: "seconds", stroke: COLORS[0], width: 1.5, points: { show: true }, value: function (u, v) { return v === null ? "" : fmtSeconds(v); } }],
-      scales: { y: fromZero(0.01) },
-      axes: [Object.assign(wholeAxis(), { label: "runs, oldest first" }), Object.assign(secondsAxis(), { label: "seconds" })] },
+      { label: "duration", stroke: COLORS[0], width: 1.5, points: { show: true }, value: function (u, v) { return U.duration(v); } }],
+      scales: { x: wholeScale(), y: fromZero(0.01) },
+      axes: [wholeAxis("runs, oldest first"), secondsAxis("duration")] },
       [shown.map(function (_, i) { return i + 1; }), shown.map(function (r) { return r.seconds; })]);
   }
 
-  function compareChart(el) {
-    Promise.all([el.dataset.srcA, el.dataset.srcB].map(function (u) { return fetch(u).then(function (r) { return r.json(); }); }))
-      .then(function (both) {
-        const stages = {};
-        both.forEach(function (b, i) {
-          const s = b.samples, t0 = (s.t || [0])[0];
-          stages[i ? "B" : "A"] = Object.assign({}, s, { t: (s.t || []).map(function (t) { return t - t0; }) });
-        });
-        const a = align(withRates(stages), "rate", 0);
-        draw(el, { series: series(a.names, " rows/s", a.data, true), scales: { y: fromZero(1) } }, a.data);
-      });
+  // Both runs' samples of one stage, each from its own start (as counted in their tables).
+  function compareChart(el, both) {
+    const stages = {}, stage = el.dataset.stage;
+    both.forEach(function (b, i) {
+      const s = (b.stages || {})[stage] || {}, t0 = (s.t || [0])[0];
+      stages[i ? "B" : "A"] = Object.assign({}, s, { t: (s.t || []).map(function (t) { return t - t0; }) });
+    });
+    const a = align(withRates(stages), "rate", 0);
+    draw(el, { series: series(a.names, "", a.data, true), scales: { y: fromZero(1) },
+      axes: [secondsAxis("time since the stage started"), countAxis("records/s")] }, a.data);
   }
 
   function compareEpochs(el, sides) {
     const longest = Math.max(sides.A.length, sides.B.length);
     const xs = Array.from({ length: longest }, function (_, i) { return i; });
     const loss = function (es) { return xs.map(function (i) { return es[i] ? es[i].metrics.loss : null; }); };
-    draw(el, { series: [{ label: "epoch" }].concat(series(["A loss", "B loss"]).slice(1)),
-      axes: [Object.assign(wholeAxis(), { label: "epoch" }), {}] }, [xs, loss(sides.A), loss(sides.B)]);
+    draw(el, { series: [{ label: "epoch" }].concat(series(["A loss", "B loss"], "", null, false, U.count).slice(1)),
+      scales: { x: wholeScale() }, axes: [wholeAxis("epoch"), countAxis("loss")] }, [xs, loss(sides.A), loss(sides.B)]);
   }
+
+  function getJSON(url) { return fetch(url, { cache: "no-store" }).then(function (r) { return r.json(); }); }
 
   function refreshCharts() {
     const live = document.body.dataset.live === "on";  // the stream brings the samples
@@ -223,57 +260,88 @@
       const kind = el.dataset.kind;
       if (el.dataset.src && live) { return; }
       if (el.dataset.src) {
-        fetch(el.dataset.src, { cache: "no-store" }).then(function (r) { return r.json(); })
-          .then(function (body) { samplesChart(el, body); });
-      } else if (kind === "epochs") { epochsChart(el, JSON.parse(el.dataset.series)); }
-      else if (kind === "history") { historyChart(el, JSON.parse(el.dataset.series)); }
-      else if (kind === "compare") { compareChart(el); }
-      else if (kind === "compare-epochs") { compareEpochs(el, JSON.parse(el.dataset.series)); }
+        getJSON(el.dataset.src).then(function (body) { plot(el, function () { samplesChart(el, body); }); });
+      } else if (kind === "epochs") { plot(el, function () { epochsChart(el, JSON.parse(el.dataset.series)); }); }
+      else if (kind === "history") { plot(el, function () { historyChart(el, JSON.parse(el.dataset.series)); }); }
+      else if (kind === "compare") {
+        Promise.all([el.dataset.srcA, el.dataset.srcB].map(getJSON))
+          .then(function (both) { plot(el, function () { compareChart(el, both); }); });
+      } else if (kind === "compare-epochs") { plot(el, function () { compareEpochs(el, JSON.parse(el.dataset.series)); }); }
     });
   }
 
   // Live: each `update` brings the page's live part as HTML and the samples it has not
-  // seen; nothing is fetched. On `end` the stream is closed here, or EventSource would
-  // reconnect forever.
+  // seen; nothing is fetched, but when a stage ends: its samples are then counted as its
+  // table counts them (series.counted_once), so the page reads them again, whole. On `end`
+  // the stream is closed here, or EventSource would reconnect forever.
   function live() {
     const body = document.body;
     if (!body.dataset.events || body.dataset.live !== "on") { return; }
-    const samples = {};
+    let samples = {}, ended = endedStages();
     const source = new EventSource(body.dataset.events);
+    function redraw() {
+      const t0 = Number(body.dataset.t0) || undefined;
+      document.querySelectorAll(".chart[data-src]").forEach(function (el) {
+        plot(el, function () { samplesChart(el, { stages: samples, t0: t0 }); });
+      });
+    }
     source.addEventListener("update", function (event) {
       const news = JSON.parse(event.data);
       const part = document.getElementById("live");
       if (part) { part.outerHTML = news.html; }
       Object.keys(news.samples).forEach(function (stage) {
         const have = samples[stage], add = news.samples[stage];
-        if (!have) { samples[stage] = add; return; }
-        Object.keys(add).forEach(function (k) { have[k] = have[k].concat(add[k]); });
+        if (!have || !have.t.length) { samples[stage] = add; return; }
+        const last = have.t[have.t.length - 1];  // a sample read whole already is not added twice
+        const from = add.t.findIndex(function (t) { return t > last; });
+        if (from < 0) { return; }
+        Object.keys(add).forEach(function (k) { have[k] = have[k].concat(add[k].slice(from)); });
       });
-      const t0 = Number(body.dataset.t0) || undefined;
-      document.querySelectorAll(".chart[data-src]").forEach(function (el) {
-        samplesChart(el, { stages: samples, t0: t0 });
-      });
+      const now = endedStages();
+      const src = document.querySelector(".chart[data-src]");
+      if (now > ended && src) {
+        ended = now;
+        getJSON(src.dataset.src).then(function (whole) { samples = whole.stages || samples; redraw(); });
+      } else { redraw(); }
     });
     source.addEventListener("end", function () {
       source.close();
       body.dataset.live = "ended";
+      refreshCharts();
     });
   }
+  function endedStages() {
+    const part = document.getElementById("live");
+    return Number(part && part.dataset.ended) || 0;
+  }
 
-  function hideFinished() {
-    const box = document.getElementById("hide-finished");
-    if (!box) { return; }
-    box.checked = localStorage.getItem("seqline.hideFinished") === "1";
-    document.body.classList.toggle("hide-finished", box.checked);
-    box.addEventListener("change", function () {
-      localStorage.setItem("seqline.hideFinished", box.checked ? "1" : "0");
-      document.body.classList.toggle("hide-finished", box.checked);
+  function resized() {
+    Object.keys(charts).forEach(function (id) {
+      const el = document.getElementById(id);
+      if (el && charts[id]) { charts[id].setSize({ width: width(el), height: charts[id].height }); }
     });
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     refreshCharts();
     live();
-    hideFinished();
+    let pending = null;
+    window.addEventListener("resize", function () { clearTimeout(pending); pending = setTimeout(resized, 150); });
+    const scheme = window.matchMedia("(prefers-color-scheme: dark)");
+    scheme.addEventListener("change", function () {  // the new theme's colours
+      COLORS = U.palette();
+      Object.keys(makers).forEach(function (id) {
+        if (charts[id]) { charts[id].destroy(); delete charts[id]; }
+        makers[id]();
+      });
+    });
+    const slider = document.getElementById("smoothing");
+    if (slider) {
+      slider.addEventListener("input", function () {
+        const chart = document.getElementById("chart-epochs");
+        if (charts[chart.id]) { charts[chart.id].destroy(); delete charts[chart.id]; }
+        makers[chart.id]();
+      });
+    }
   });
 })();
