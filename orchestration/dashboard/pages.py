@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from seqline.orchestration.dashboard.context import GZIPPED, Dashboard, dashboar
 from seqline.orchestration.dashboard.live import Snapshot
 from seqline.orchestration.dashboard.page_data import compare_view, run_view, stage_view
 from seqline.orchestration.dashboard.schedules import schedules_view
+from seqline.orchestration.dashboard.units import FILTERS, significant
 from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
 
 __all__ = ["compile_templates", "http_error", "render", "routes", "snapshot"]
@@ -33,38 +33,9 @@ env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoesca
 GRID_RUNS = 20  # columns of the runs × stages grid: enough history to see a pattern
 
 
-def _seconds(value: Any) -> str:
-    """12.3 -> "12.30 s", 75 -> "1 min 15 s"; a missing value (None, not sampled yet) -> ""."""
-    if not isinstance(value, int | float):
-        return ""
-    if value < 60:
-        return f"{value:.2f} s"
-    minutes, rest = divmod(value, 60)
-    return f"{int(minutes)} min {rest:.0f} s"
-
-
-def _count(value: Any) -> str:
-    """1461 -> "1,461"; a missing value -> ""."""
-    return "" if value is None else f"{value:,}" if isinstance(value, int) else \
-        f"{value:,.1f}" if isinstance(value, float) else str(value)
-
-
-def _significant(value: Any) -> str:
-    """A rate to 3 significant digits: 2697.4 -> "2,700", 93.96 -> "94.0", 0.01234 ->
-    "0.0123", 0 -> "0"; a missing value -> ""."""
-    if not isinstance(value, int | float) or value != value:  # None, or NaN
-        return ""
-    if value == 0:
-        return "0"
-    digits = 2 - math.floor(math.log10(abs(value)))
-    rounded = round(value, digits)  # 99.96 -> 100.0: count its digits again
-    digits = 2 - math.floor(math.log10(abs(rounded)))
-    return f"{round(rounded, digits):,.{max(digits, 0)}f}"
-
-
-env.filters["seconds"] = _seconds
-env.filters["count"] = _count
-env.filters["significant"] = _significant
+# The numbers' formats live in units.py (tests import _significant from here).
+_significant = significant
+env.filters.update(FILTERS)
 
 
 def compile_templates() -> None:
