@@ -65,6 +65,7 @@ SHARED = {
     "tests/dashboard/test_http.py": "dashboard runs",
     "tests/dashboard/test_object_store.py": "dashboard on s3",  # a bucket with a run
     "tests/dashboard/test_pages_agree.py": "pages agree",  # two runs and their site
+    "tests/dashboard/test_profile.py": "profiles",  # two runs of a small pipeline
     "tests/dashboard/test_truth.py": "truth",  # three runs of the demo
     "tests/e2e/test_readers_never_create.py": "readers",  # a root with a run
     "tests/e2e/test_run_id_cli.py": "run ids",  # a root with a run

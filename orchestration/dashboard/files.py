@@ -19,8 +19,8 @@ from seqline.pipeline.artifacts import MANIFEST, VERDICT
 from seqline.pipeline.deadletters import DEAD_LETTERS
 from seqline.pipeline.storage import Folder, folder, storage_of
 
-__all__ = ["PAGE_SIZE", "dead_letters_page", "inside_root", "manifest_of", "shards_page",
-           "verify_of"]
+__all__ = ["PAGE_SIZE", "dead_letters_page", "inside_root", "manifest_of", "profile_of",
+           "shards_page", "verify_of"]
 
 # 50 rows fill a screen; a page of a million-row table is read in a few milliseconds.
 PAGE_SIZE = 50
@@ -53,6 +53,16 @@ def inside_root(root: Folder | str, *parts: str) -> Folder | None:
 def manifest_of(root: Folder | str, run_id: str, stage: str) -> dict[str, Any] | None:
     """A committed stage's manifest (None before it commits, or if it is unsafe to read)."""
     return _json_at(inside_root(root, "runs", run_id, stage, MANIFEST))
+
+
+def profile_of(root: Folder | str, run_id: str, stage: str,
+               manifest: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A committed stage's data profile, as its manifest names it (per attempt on an object
+    store); None when it has none (`profile: false`, a driver stage) or it is unsafe to read."""
+    name = str(((manifest or {}).get("profile") or {}).get("path") or "")
+    if not name or "/" in name:
+        return None
+    return _json_at(inside_root(root, "runs", run_id, stage, name))
 
 
 def verify_of(root: Folder | str, run_id: str) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ from seqline.components import COMPONENTS
 from seqline.orchestration.dashboard import files
 from seqline.orchestration.dashboard.compare import flat
 from seqline.orchestration.dashboard.context import Dashboard
+from seqline.orchestration.dashboard.profile_data import profile_view
 from seqline.orchestration.dashboard.timeline import RAN, bottleneck, timeline
 from seqline.orchestration.store.statuses import ENDED
 
@@ -88,6 +89,7 @@ def stage_view(dash: Dashboard, run_id: str, name: str, *, shards: int = 0, dead
         "evaluation": _evaluation(stage, manifest),
         "history": dash.reader.history(run["pipeline"], name),
         "ended": run["status"] in ENDED,
+        "profile": profile_view(dash.reader, dash.root, run_id, name, manifest),
     }
 
 

@@ -230,6 +230,19 @@ class RunReader:
             found: str | None = conn.execute(PREVIOUS, {"run_id": run_id}).scalar()
         return found
 
+    def last_succeeded_before(self, run_id: str) -> str | None:
+        """The newest succeeded run of the same pipeline started before `run_id` (what a
+        stage's data profile is compared with); None when there is none."""
+        this = select(runs.c.pipeline, runs.c.started).where(runs.c.run_id == run_id).subquery()
+        query = (select(runs.c.run_id).join(this, runs.c.pipeline == this.c.pipeline)
+                 .where(runs.c.status == RunStatus.succeeded,
+                        (runs.c.started < this.c.started)
+                        | ((runs.c.started == this.c.started) & (runs.c.run_id < run_id)))
+                 .order_by(runs.c.started.desc(), runs.c.run_id.desc()).limit(1))
+        with self.engine.connect() as conn:
+            found: str | None = conn.execute(query).scalar()
+        return found
+
     def pipelines(self) -> list[str]:
         """Every pipeline name with a run, sorted (the runs page's filter)."""
         with self.engine.connect() as conn:

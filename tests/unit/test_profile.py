@@ -1,0 +1,159 @@
+"""A stage's data profile: pandas' describe() on the demo's columns, merging, drift, windows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyarrow import csv
+
+from seqline.components import COMPONENTS
+from seqline.pipeline.blocks import SEQ
+from seqline.pipeline.config import parse_pipeline
+from seqline.pipeline.drift import THRESHOLD, WINDOWS, ProfileWindows, compare
+from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.profile import ColumnProfile, Profile
+from tests.conftest import REPO
+
+DEMO = REPO / "data" / "seattle_weather" / "seattle-weather.csv"
+NUMBERS = ["precipitation", "temp_max", "temp_min", "wind"]
+
+
+@pytest.fixture(scope="module")
+def weather() -> pa.Table:
+    table = csv.read_csv(DEMO)
+    return table.append_column(SEQ, pa.array(np.arange(table.num_rows), pa.int64()))
+
+
+def blocks_of(table: pa.Table, size: int) -> list[pa.RecordBatch]:
+    return table.combine_chunks().to_batches(max_chunksize=size)
+
+
+def merged(batches: list[pa.RecordBatch]) -> Profile:
+    whole = Profile()
+    for batch in batches:
+        whole.merge(Profile.of(batch))
+    return whole
+
+
+def test_profile_equals_pandas_describe_on_the_demo(weather):
+    described = weather.drop_columns([SEQ]).to_pandas().describe(include="all")
+    profile = merged(blocks_of(weather, 128))  # the demo's block size
+    assert SEQ not in profile.columns
+    assert (profile.rows, profile.seq_min, profile.seq_max) == (1461, 0, 1460)
+    for name in NUMBERS:
+        column, expected = profile.columns[name], described[name]
+        assert column.count == expected["count"] and column.nulls == 0
+        assert (column.min, column.max) == (expected["min"], expected["max"])
+        assert column.mean == pytest.approx(expected["mean"], rel=1e-12)
+        assert column.std == pytest.approx(expected["std"], rel=1e-12)
+        values = np.sort(weather.column(name).to_numpy())
+        # KLL's stated error: each quantile's true rank is within the normalised rank error
+        error = column.kll.normalized_rank_error(False)
+        for q in (0.25, 0.5, 0.75):
+            found = column.kll.get_quantile(q)
+            low, high = np.quantile(values, [max(q - error, 0), min(q + error, 1)])
+            assert low <= found <= high, (name, q, found, expected[f"{q:.0%}"])
+    weather_column = profile.columns["weather"]
+    top_value, top_count = max(weather_column.top.items(), key=lambda kv: kv[1])
+    assert weather_column.count == described["weather"]["count"]
+    assert len(weather_column.top) == described["weather"]["unique"]
+    assert (top_value, top_count) == (described["weather"]["top"], described["weather"]["freq"])
+
+
+def test_merging_block_profiles_equals_profiling_the_whole(weather):
+    whole = Profile.of(weather.combine_chunks().to_batches()[0])
+    blocks = merged(blocks_of(weather, 100))
+    assert (blocks.rows, blocks.seq_min, blocks.seq_max) == (whole.rows, whole.seq_min,
+                                                             whole.seq_max)
+    for name, column in whole.columns.items():
+        other = blocks.columns[name]
+        assert (other.kind, other.count, other.nulls, other.min, other.max) == (
+            column.kind, column.count, column.nulls, column.min, column.max), name
+        assert other.mean == pytest.approx(column.mean, rel=1e-12, abs=1e-12)
+        assert other.m2 == pytest.approx(column.m2, rel=1e-9, abs=1e-9)
+        if column.kind == "number":  # two sketches of one stream: ranks within both errors
+            error = 2 * column.kll.normalized_rank_error(False)
+            for q in (0.1, 0.5, 0.9):
+                found = other.kll.get_quantile(q)  # its rank, as an interval over ties
+                below, up_to = column.kll.get_rank(found, False), column.kll.get_rank(found, True)
+                assert below - error <= q <= up_to + error, (name, q)
+        if name == "weather":
+            assert other.top == column.top
+
+
+def test_nulls_and_nans_count_as_missing_as_in_pandas():
+    batch = pa.record_batch({"x": [1.0, None, float("nan"), 3.0], "s": ["a", None, "b", "a"],
+                             "d": pa.array([1, None, 3, 4], pa.date32()),
+                             "b": [True, False, None, True]})
+    profile = Profile.of(batch).columns
+    assert (profile["x"].count, profile["x"].nulls, profile["x"].mean) == (2, 2, 2.0)
+    assert (profile["s"].count, profile["s"].nulls, profile["s"].top) == (3, 1, {"a": 2, "b": 1})
+    assert (profile["d"].kind, profile["d"].count, profile["d"].nulls) == ("other", 3, 1)
+    assert (profile["b"].kind, profile["b"].mean) == ("number", pytest.approx(2 / 3))
+
+
+def test_profile_round_trips_through_json(weather):
+    profile = merged(blocks_of(weather, 500))
+    again = Profile.from_json(json.loads(json.dumps(profile.to_json())))
+    for name in NUMBERS:
+        a, b = profile.columns[name], again.columns[name]
+        assert (b.count, b.min, b.max, b.mean, b.std) == (a.count, a.min, a.max, a.mean, a.std)
+        assert b.quantiles() == a.quantiles()
+        assert sum(b.histogram()["counts"]) == pytest.approx(a.count, abs=1)
+    assert again.columns["weather"].top == profile.columns["weather"].top
+
+
+def test_drift_flags_only_the_shifted_column(weather):
+    before = merged(blocks_of(weather, 128))
+    shifted = weather.set_column(weather.schema.get_field_index("temp_max"), "temp_max",
+                                 pa.compute.add(weather.column("temp_max"), 20.0))
+    after = merged(blocks_of(shifted, 128))
+    found = compare(after, before)
+    assert [name for name, d in found.items() if d["drifted"]] == ["temp_max"]
+    assert found["temp_max"]["distance"] > 0.8 and found["temp_max"]["measure"] == "ks"
+    assert found["weather"]["measure"] == "tv" and found["weather"]["distance"] == 0
+    assert all(d["distance"] < THRESHOLD for n, d in found.items() if n != "temp_max")
+
+
+def test_top_values_drift_by_total_variation():
+    a = ColumnProfile.of(pa.array(["sun"] * 80 + ["rain"] * 20))
+    b = ColumnProfile.of(pa.array(["sun"] * 50 + ["rain"] * 50))
+    assert compare(Profile(columns={"w": b}), Profile(columns={"w": a}))["w"] == {
+        "measure": "tv", "distance": 0.3, "threshold": THRESHOLD, "drifted": True}
+
+
+def test_windows_follow_seq_and_cover_the_stage(weather):
+    windows = ProfileWindows()
+    for batch in blocks_of(weather, 16):  # 92 blocks
+        windows.add(batch)
+    stored = windows.finish()
+    assert WINDOWS <= len(stored["windows"]) <= 2 * WINDOWS
+    ranges = [(w["seq_min"], w["seq_max"]) for w in stored["windows"]]
+    assert ranges[0][0] == 0 and ranges[-1][1] == 1460
+    assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:], strict=False))
+    assert sum(w["rows"] for w in stored["windows"]) == stored["rows"] == 1461
+    # Seattle's seasons: a window of summer days is far from the whole year's temperatures
+    assert max(w["distance"]["temp_max"] for w in stored["windows"]) > THRESHOLD
+    assert stored["columns"]["temp_max"]["count"] == 1461
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("maybe", r"profile"),
+    ("[1]", r"profile"),
+])
+def test_stage_option_profile_validates(value, message):
+    text = ("name: p\nstages:\n  - {name: read, component: ingest, params: {format: csv, "
+            f"paths: [seattle-weather.csv]}}, profile: {value}}}\n")
+    with pytest.raises(ConfigError, match=message):
+        parse_pipeline(text, DEMO.parent, COMPONENTS)
+
+
+def test_stage_option_profile_false_is_kept():
+    text = ("name: p\nstages:\n  - {name: read, component: ingest, params: {format: csv, "
+            "paths: [seattle-weather.csv]}, profile: false}\n"
+            "  - {name: w, component: tfrecord_write}\n")
+    spec = parse_pipeline(text, DEMO.parent, COMPONENTS)
+    assert [s.profile for s in spec.stages] == [False, True]
