@@ -11,10 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from seqline.orchestration.dashboard.files import manifest_of, profile_of
 from seqline.orchestration.dashboard.profile_data import profile_view
 from seqline.orchestration.store import RunReader
 from seqline.orchestration.store.store import sqlite_url
 from tests.dashboard.conftest import Server, seqline
+from tests.s3 import S3, s3_server  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.e2e
 
@@ -102,3 +104,18 @@ def test_stage_page_shows_the_profile_section(server):
     assert "<style" not in page and " style=" not in page  # the CSP allows none
     examples = httpx.get(server.url + "/runs/after/stages/examples").text
     assert "Not profiled" in examples
+
+
+def test_profile_is_stored_and_read_on_an_object_store(s3_server: S3, tmp_path,  # noqa: F811
+                                                       monkeypatch):
+    monkeypatch.setenv("SEQLINE_HOME", str(tmp_path / "home"))  # the store of a URL root
+    (tmp_path / "p.yaml").write_text(PIPELINE)
+    (tmp_path / "days.csv").write_text(days(0.0))
+    s3_server.fs().mkdir("profiles")
+    done = seqline("run", str(tmp_path / "p.yaml"), "--root", "s3://profiles/root",
+                   "--run-id", "on-s3", "--workers", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    manifest = manifest_of("s3://profiles/root", "on-s3", "read")
+    stored = profile_of("s3://profiles/root", "on-s3", "read", manifest)
+    assert manifest is not None and manifest["profile"]["path"].startswith("profile")
+    assert stored is not None and stored["rows"] == 400 and "temp" in stored["columns"]
