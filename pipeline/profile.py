@@ -71,6 +71,8 @@ class ColumnProfile:
     @classmethod
     def of(cls, column: pa.Array | pa.ChunkedArray) -> ColumnProfile:
         """The profile of one block's column (pyarrow.compute over the whole array)."""
+        if pa.types.is_dictionary(column.type):  # Parquet's categories: profiled as values
+            column = pc.cast(column, column.type.value_type)
         profile = cls(kind_of(column.type))
         profile.nulls = column.null_count
         if profile.kind == "number":

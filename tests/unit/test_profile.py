@@ -95,6 +95,13 @@ def test_nulls_and_nans_count_as_missing_as_in_pandas():
     assert (profile["b"].kind, profile["b"].mean) == ("number", pytest.approx(2 / 3))
 
 
+def test_dictionary_columns_are_profiled_as_their_values():
+    column = pa.array(["sun", "rain", "sun", None]).dictionary_encode()
+    profile = ColumnProfile.of(column)
+    assert (profile.kind, profile.count, profile.nulls, profile.top) == (
+        "string", 3, 1, {"sun": 2, "rain": 1})
+
+
 def test_profile_round_trips_through_json(weather):
     profile = merged(blocks_of(weather, 500))
     again = Profile.from_json(json.loads(json.dumps(profile.to_json())))
@@ -157,3 +164,12 @@ def test_stage_option_profile_false_is_kept():
             "  - {name: w, component: tfrecord_write}\n")
     spec = parse_pipeline(text, DEMO.parent, COMPONENTS)
     assert [s.profile for s in spec.stages] == [False, True]
+
+
+def test_stage_option_profile_in_the_python_api():
+    from seqline.components.ingest import IngestParams
+    from seqline.orchestration.api import Stage
+
+    params = IngestParams(format="csv", paths=[str(DEMO)])
+    assert Stage("read", params, profile=False).spec().profile is False
+    assert Stage("read", params).spec().profile is True
