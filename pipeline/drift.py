@@ -18,6 +18,9 @@ __all__ = ["THRESHOLD", "WINDOWS", "ProfileWindows", "column_distance", "compare
 THRESHOLD = 0.1
 # Seq windows a stage's profile keeps along source order: between WINDOWS and 2*WINDOWS.
 WINDOWS = 8
+# A string column with more distinct values than this share of its values (ids, dates) is
+# not compared: two samples of unique values share none, so their distance would be 1.
+MOSTLY_DISTINCT = 0.5
 # Points where two numeric CDFs are compared: each sketch's quantiles at these ranks.
 _RANKS = np.linspace(0.0, 1.0, 65).tolist()
 
@@ -27,11 +30,14 @@ def column_distance(a: ColumnProfile, b: ColumnProfile) -> tuple[str, float] | N
 
     Numbers: Kolmogorov-Smirnov, the largest gap between the two KLL sketches' CDFs. Strings:
     total variation between their value shares (values beyond the kept ones pooled). Either
-    way at least the change in the share of nulls, so a column gone empty drifts.
+    way at least the change in the share of nulls, so a column gone empty drifts. Strings
+    that are mostly distinct (ids, dates: MOSTLY_DISTINCT) have none.
 
     Example: temperatures shifted by +20 (about 3 standard deviations) -> ("ks", ~0.9).
     """
     if a.kind != b.kind or a.kind == "other":
+        return None
+    if a.kind == "string" and max(a.distinct_share, b.distinct_share) > MOSTLY_DISTINCT:
         return None
     nulls = abs(_share(a.nulls, a) - _share(b.nulls, b))
     if a.kind == "number":

@@ -67,6 +67,14 @@ class ColumnProfile:
     kll: kll_doubles_sketch | None = None
     top: dict[str, int] | None = None
     approximate_top: bool = False
+    # distinct strings counted, where `top` holds only the most frequent (read from JSON)
+    distinct: int | None = None
+
+    @property
+    def distinct_share(self) -> float:
+        """Distinct strings per value: near 1 for ids and dates, whose shares say nothing."""
+        distinct = self.distinct if self.distinct is not None else len(self.top or {})
+        return distinct / self.count if self.count else 0.0
 
     @classmethod
     def of(cls, column: pa.Array | pa.ChunkedArray) -> ColumnProfile:
@@ -192,7 +200,7 @@ class ColumnProfile:
                    data.get("mean") or 0.0, data.get("m2") or 0.0,
                    kll_doubles_sketch.deserialize(base64.b64decode(kll)) if kll else None,
                    {v: n for v, n in data["top"]} if data.get("top") is not None else None,
-                   bool(data.get("approximate_top")))
+                   bool(data.get("approximate_top")), data.get("distinct"))
 
 
 def _plain(value: Any) -> Any:
@@ -257,4 +265,5 @@ def _copy(column: ColumnProfile) -> ColumnProfile:
     kll = kll_doubles_sketch.deserialize(column.kll.serialize()) if column.kll else None
     top = dict(column.top) if column.top is not None else None
     return ColumnProfile(column.kind, column.count, column.nulls, column.min, column.max,
-                         column.mean, column.m2, kll, top, column.approximate_top)
+                         column.mean, column.m2, kll, top, column.approximate_top,
+                         column.distinct)

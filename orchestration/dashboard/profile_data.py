@@ -82,9 +82,11 @@ def _column(name: str, data: dict[str, Any], drift: dict[str, Any] | None,
         "top_approximate": bool(data.get("approximate_top")),
         "distinct": data.get("distinct"),
         "histogram": _histogram(data.get("histogram")),
-        "drift": None if drift is None or drift["distance"] is None else {
-            "distance": f"{drift['distance']:.3f}", "measure": drift["measure"],
-            "drifted": drift["drifted"]},
+        # None: no baseline; "distance" None: a column that cannot be compared (dates, ids,
+        # a column the baseline lacks)
+        "drift": None if drift is None else {
+            "distance": None if drift["distance"] is None else f"{drift['distance']:.3f}",
+            "measure": drift["measure"], "drifted": drift["drifted"]},
         "along": _strip(along, windows, threshold) if measured else None,
         "along_max": f"{max(measured):.3f}" if measured else None,
         "along_drifted": bool(measured) and max(measured) > threshold,

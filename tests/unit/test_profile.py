@@ -122,7 +122,9 @@ def test_drift_flags_only_the_shifted_column(weather):
     assert [name for name, d in found.items() if d["drifted"]] == ["temp_max"]
     assert found["temp_max"]["distance"] > 0.8 and found["temp_max"]["measure"] == "ks"
     assert found["weather"]["measure"] == "tv" and found["weather"]["distance"] == 0
-    assert all(d["distance"] < THRESHOLD for n, d in found.items() if n != "temp_max")
+    assert all(d["distance"] < THRESHOLD for n, d in found.items()
+               if n not in ("temp_max", "date"))
+    assert found["date"]["distance"] is None  # unique values: not compared
 
 
 def test_top_values_drift_by_total_variation():
@@ -130,6 +132,15 @@ def test_top_values_drift_by_total_variation():
     b = ColumnProfile.of(pa.array(["sun"] * 50 + ["rain"] * 50))
     assert compare(Profile(columns={"w": b}), Profile(columns={"w": a}))["w"] == {
         "measure": "tv", "distance": 0.3, "threshold": THRESHOLD, "drifted": True}
+
+
+def test_mostly_distinct_strings_are_not_compared(weather):
+    # dates are unique: two windows of them share no value, which says nothing about drift
+    profile = merged(blocks_of(weather, 128))
+    again = Profile.from_json(json.loads(json.dumps(profile.to_json())))
+    assert compare(again, profile)["date"] == {"measure": None, "distance": None,
+                                               "threshold": THRESHOLD, "drifted": False}
+    assert compare(again, profile)["weather"]["distance"] == 0
 
 
 def test_windows_follow_seq_and_cover_the_stage(weather):
@@ -145,6 +156,7 @@ def test_windows_follow_seq_and_cover_the_stage(weather):
     # Seattle's seasons: a window of summer days is far from the whole year's temperatures
     assert max(w["distance"]["temp_max"] for w in stored["windows"]) > THRESHOLD
     assert stored["columns"]["temp_max"]["count"] == 1461
+    assert {w["distance"]["date"] for w in stored["windows"]} == {None}
 
 
 @pytest.mark.parametrize(("value", "message"), [
