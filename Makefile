@@ -9,7 +9,7 @@ RUNNER ?= local
 TEST_WORKERS ?= 4
 
 .PHONY: demo test check suite unit setup system-packages airflow-venv postgres chromium lint \
-	typecheck docs docs-outputs
+	typecheck docs docs-outputs screenshots
 
 # 1. Set up and run the example pipeline end to end, then say how to use the CLI installed.
 demo: setup
@@ -65,6 +65,13 @@ docs: setup
 # Rewrite the outputs the docs show (docs/snippets/) from a real run of every example; review the diff.
 docs-outputs: setup
 	SEQLINE_DOCS_OUTPUTS=write $(BIN)/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k sybil
+
+# Renew the README's and the docs' dashboard pictures (docs/img/) from real runs of the demo,
+# on purpose; review them before committing. Every page at 1400, 800 and 400 px, light and
+# dark, lands in build/screenshots/ (as on every run of the browser tests).
+screenshots: setup chromium
+	SEQLINE_DOCS_IMAGES=docs/img $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  tests/dashboard/test_browser.py -k "screenshots or images"
 
 setup: $(VENV)/.installed
 

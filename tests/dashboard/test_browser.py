@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -17,7 +18,10 @@ from tests.dashboard.conftest import DEMO, EXE, XSS, Server, seqline
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-IMAGES = REPO / "docs" / "img"
+# Every page at every width and theme, for people to look at; never written into the repo
+# by a test run. `make screenshots` points DOCS_IMAGES at docs/img to renew the README's.
+SHOTS = REPO / "build" / "screenshots"
+DOCS_IMAGES = Path(os.environ.get("SEQLINE_DOCS_IMAGES") or SHOTS / "docs")
 
 
 def drawn(page, selector: str) -> int:
@@ -51,9 +55,9 @@ def test_run_page_shows_the_line_charts_and_evaluation(server, page):
     assert drawn(page, "#chart-occupancy") > 1000
     page.check("#hide-finished")
     expect(page.locator("table.stages tr.stage-row").first).to_be_hidden()
+    assert "hide=finished" in page.url  # kept in the address
     page.uncheck("#hide-finished")
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(IMAGES / "dashboard-run.png"), full_page=True)
+    assert "hide=finished" not in page.url
     assert page.problems == []
 
 
@@ -126,9 +130,6 @@ def test_train_stage_page_shows_epochs_and_the_audit(server, page):
     expect(page.locator("#batches h4")).to_contain_text("Epoch 3")
     assert page.evaluate("window.notReloaded") is True
     expect(page.locator("table.history tbody tr")).to_have_count(2)
-    page.set_viewport_size({"width": 1280, "height": 1500})  # curves, epochs and the audit
-    page.evaluate("window.scrollTo(0, 0)")  # the epoch link scrolled the page down
-    page.screenshot(path=str(IMAGES / "dashboard-train.png"))
     assert page.problems == []
 
 
@@ -256,4 +257,124 @@ def test_a_store_change_is_visible_within_2_s(tmp_path, page):
             expect(page.locator("body")).to_have_attribute("data-live", "ended", timeout=5_000)
         finally:
             running.stop()
+    assert page.problems == []
+
+
+# Every page a user reaches from the demo: the runs, a run (good and failed), each kind of
+# stage (records, training, evaluation), the two comparisons, schedules.
+PAGES = {"runs": "/", "run": "/runs/demo-a", "run-failed": "/runs/broken",
+         "stage": "/runs/demo-a/stages/features", "stage-train": "/runs/demo-a/stages/model",
+         "stage-evaluation": "/runs/demo-b/stages/evaluation",
+         "compare-stage": "/runs/demo-b/stages/model/compare?with=demo-a",
+         "compare-runs": "/runs/demo-b/compare?with=demo-a", "schedules": "/schedules"}
+ALL_DRAWN = "() => [...document.querySelectorAll('.chart')].every(c => c.dataset.drawn)"
+SCROLLS_SIDEWAYS = "document.documentElement.scrollWidth > innerWidth"
+
+
+def _show(page, url: str, width: int, scheme: str) -> None:
+    page.set_viewport_size({"width": width, "height": 900})
+    page.emulate_media(color_scheme=scheme)
+    page.goto(url)
+    page.wait_for_function(ALL_DRAWN, timeout=10_000)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [1400, 800, 400])
+def test_screenshots_of_every_page_at_three_widths_light_and_dark(server, page, width, scheme):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for name, path in PAGES.items():
+        _show(page, server.url + path, width, scheme)
+        page.screenshot(path=str(SHOTS / f"{name}-{width}-{scheme}.png"), full_page=True)
+        if name.startswith("run"):  # the on-call view: a phone never scrolls sideways
+            assert not page.evaluate(SCROLLS_SIDEWAYS), (name, width)
+    assert page.problems == []
+
+
+def test_dark_theme_follows_the_system_and_colours_the_charts(server, page):
+    colours = {}
+    for scheme in ("light", "dark"):
+        _show(page, server.url + "/runs/demo-a", 1400, scheme)
+        colours[scheme] = page.evaluate("""() => [getComputedStyle(document.body).backgroundColor,
+            document.querySelector('#chart-rate').uplot.series[1].stroke()]""")
+    assert colours["light"][0] == "rgb(255, 255, 255)"
+    assert colours["dark"][0] != colours["light"][0]
+    assert colours["dark"][1] != colours["light"][1]  # read from the theme's CSS variables
+    assert page.problems == []
+
+
+def _drawn_rate(page, chart: str, series: int) -> float:
+    """A rate chart's mean: its steps' area (records) over the time they span."""
+    x, rate = page.evaluate(f"""() => {{ const d = document.querySelector('{chart}').uplot.data;
+        return [d[0], d[{series}]]; }}""")
+    steps = [(x[i] - x[i - 1], rate[i]) for i in range(1, len(x)) if rate[i] is not None]
+    return sum(dt * r for dt, r in steps) / sum(dt for dt, _ in steps)
+
+
+@pytest.mark.parametrize("stage", ["read", "features", "batches", "model", "evaluation"])
+def test_a_stage_rate_chart_agrees_with_its_table(server, page, stage):
+    """The train stage's chart drew every epoch's records (~1,000/s beside a table's 65/s),
+    batching's and evaluation's drew 0: each now averages to its table's records/s."""
+    _show(page, server.url + f"/runs/demo-a/stages/{stage}", 1400, "light")
+    table = float(page.locator("table.counts td.rows-per-s").inner_text().replace(",", ""))
+    # Within a sampling interval's share of the stage (its samples start and end inside it).
+    assert _drawn_rate(page, "#chart-stage-rate", 1) == pytest.approx(table, rel=0.25)
+    assert page.problems == []
+
+
+def test_training_curves_are_the_tables_values_and_smooth_from_the_address(server, page):
+    page.goto(server.url + "/runs/demo-a/stages/model?smoothing=0.6")
+    page.wait_for_function(ALL_DRAWN)
+    chart = page.evaluate("""() => { const u = document.querySelector('#chart-epochs').uplot;
+        return {labels: u.series.map(s => s.label), data: u.data}; }""")
+    column = page.locator("table.epochs tbody tr td:nth-child(2)")  # loss
+    losses = [float(t) for t in column.all_inner_texts()]
+    loss = chart["labels"].index("loss")
+    assert chart["data"][loss] == pytest.approx(losses, rel=1e-3)  # drawn as the table says
+    assert "loss smoothed" in chart["labels"]
+    assert chart["data"][0] == list(range(15))  # whole epochs
+    expect(page.locator("#smoothing")).to_have_value("0.6")
+    page.locator("#smoothing").fill("0")
+    assert "smoothing" not in page.url
+    assert page.problems == []
+
+
+def _press(page, key: str) -> None:
+    """A key, once the page's scripts listen (a key pressed while it loads is lost)."""
+    page.wait_for_load_state("load")
+    page.keyboard.press(key)
+
+
+def test_keys_move_between_runs_and_stages(server, page):
+    page.goto(server.url + "/")
+    _press(page, "j")
+    expect(page.locator("table.runs tbody tr.selected")).to_have_count(1)
+    newest = page.locator("table.runs tbody tr.selected td a").first.inner_text()
+    _press(page, "Enter")
+    expect(page.locator("h1")).to_have_text(f"Run {newest}")
+    page.goto(server.url + "/runs/demo-a")
+    _press(page, "j")
+    _press(page, "j")  # the second stage
+    _press(page, "Enter")
+    stage = page.locator("h1 .stage-name")
+    for key, name in (("", "examples"), ("]", "features"), ("[", "examples"), ("[", "read")):
+        if key:
+            _press(page, key)
+        expect(stage).to_have_text(name)
+    _press(page, "u")
+    expect(page.locator("h1")).to_have_text("Run demo-a")
+    assert page.problems == []
+
+
+def test_images_for_the_readme_and_the_docs(server, page):
+    """The README's and the tutorial's pictures (docs/img with `make screenshots`)."""
+    DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
+    for scheme, suffix in (("light", ""), ("dark", "-dark")):
+        _show(page, server.url + "/runs/demo-a", 1400, scheme)
+        page.screenshot(path=str(DOCS_IMAGES / f"dashboard-run{suffix}.png"), full_page=True)
+        page.set_viewport_size({"width": 1280, "height": 1500})  # curves, epochs, the audit
+        _show(page, server.url + "/runs/demo-a/stages/model", 1280, scheme)
+        page.set_viewport_size({"width": 1280, "height": 1500})
+        page.screenshot(path=str(DOCS_IMAGES / f"dashboard-train{suffix}.png"))
+    _show(page, server.url + "/runs/broken", 400, "light")  # on call, on a phone
+    page.screenshot(path=str(DOCS_IMAGES / "dashboard-phone.png"))
     assert page.problems == []

@@ -207,7 +207,9 @@
 
   // The table's values as they are (thin), and smoothed over them when the slider asks.
   function epochsChart(el, epochs) {
-    const names = Array.from(new Set([].concat.apply([], epochs.map(function (e) { return Object.keys(e.metrics); }))));
+    const wanted = JSON.parse(el.dataset.metrics || "null");  // a metric and its val_ twin
+    const names = Array.from(new Set([].concat.apply([], epochs.map(function (e) { return Object.keys(e.metrics); }))))
+      .filter(function (n) { return !wanted || wanted.indexOf(n) >= 0; });
     const raw = names.map(function (n) {
       return epochs.map(function (e) { return typeof e.metrics[n] === "number" ? e.metrics[n] : null; });
     });
@@ -220,7 +222,7 @@
       data = data.concat(raw.map(function (r) { return smoothed(r, weight); }));
     }
     draw(el, { series: [{ label: "epoch" }].concat(shown.slice(1)), scales: { x: wholeScale() },
-      axes: [wholeAxis("epoch"), countAxis("")] }, data);
+      axes: [wholeAxis("epoch"), countAxis(names[0] || "")] }, data);
   }
 
   function historyChart(el, rows) {
@@ -338,9 +340,10 @@
     const slider = document.getElementById("smoothing");
     if (slider) {
       slider.addEventListener("input", function () {
-        const chart = document.getElementById("chart-epochs");
-        if (charts[chart.id]) { charts[chart.id].destroy(); delete charts[chart.id]; }
-        makers[chart.id]();
+        document.querySelectorAll(".chart[data-kind=epochs]").forEach(function (chart) {
+          if (charts[chart.id]) { charts[chart.id].destroy(); delete charts[chart.id]; }
+          makers[chart.id]();
+        });
       });
     }
   });
