@@ -143,6 +143,7 @@ def _commit(step: Step, stage: StageSpec[Any], run: RunContext, artifact: StageA
             stored: dict[str, Any], feed: ShardFeed | None) -> Folder:
     """Write the manifest last (the commit), then say so."""
     peak, retries = run.tally.peak(stage.name), run.tally.retries(stage.name)
+    stored = {**stored, **_files_read(stage, run)}
     manifest = manifest_of(stage, step.source, run.runner, counts, blocks, seq_min, seq_max,
                            seconds, started, waited_input, waited_output, peak, retries, stored)
     path = artifact.commit(manifest)
@@ -153,3 +154,13 @@ def _commit(step: Step, stage: StageSpec[Any], run: RunContext, artifact: StageA
         seconds=seconds, waited_input=waited_input, waited_output=waited_output,
         max_in_flight=peak, block_retries=retries, path=path, manifest=manifest))
     return path
+
+
+def _files_read(stage: StageSpec[Any], run: RunContext) -> dict[str, Any]:
+    """A source stage's files in source order (paths or URLs): `seqline lookup` maps a seq to
+    its file and line from them, since the pipeline file's paths are relative to a folder the
+    run does not record."""
+    component = COMPONENTS[stage.component]
+    if isinstance(component, SourceSpec):
+        return {"files": component.files(stage, run.spec.base_dir)}
+    return {}

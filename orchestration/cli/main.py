@@ -9,7 +9,16 @@ from typing import Annotated
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
-from seqline.orchestration.cli import dashboard, run, runs, schedule, scheduler, store, verify
+from seqline.orchestration.cli import (
+    dashboard,
+    lookup,
+    run,
+    runs,
+    schedule,
+    scheduler,
+    store,
+    verify,
+)
 from seqline.orchestration.cli.console import UNBOUNDED_WIDTH, out
 from seqline.orchestration.cli.options import fail, output, usage_line
 from seqline.orchestration.environment import quiet_engines
@@ -69,6 +78,7 @@ app.add_typer(schedule.schedule_app, name="schedule")
 app.command()(scheduler.scheduler)
 app.command()(scheduler.backfill)
 app.command()(dashboard.dashboard)
+app.command()(lookup.lookup)
 app.command()(run.run)
 app.command()(schema)
 app.command()(verify.verify)

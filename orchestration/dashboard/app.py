@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from seqline.orchestration.dashboard import json_routes, pages
+from seqline.orchestration.dashboard import json_routes, pages, seq_lookup
 from seqline.orchestration.dashboard.context import GZIPPED, Dashboard
 from seqline.orchestration.dashboard.live import Watchers
 from seqline.orchestration.dashboard.memo import LiveCache
@@ -96,7 +96,8 @@ def create_app(root: Folder | str, url: str | None = None, *, token: str | None 
                         headers={"Cache-Control": "no-store"})
 
     app = Starlette(
-        routes=[*pages.routes, *json_routes.routes, Route("/metrics", metrics, middleware=GZIPPED),
+        routes=[*pages.routes, *seq_lookup.routes, *json_routes.routes,
+                Route("/metrics", metrics, middleware=GZIPPED),
                 Mount("/static", StaticFiles(directory=STATIC), name="static",
                       middleware=GZIPPED)],
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts or LOOPBACK_NAMES),

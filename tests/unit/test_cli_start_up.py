@@ -14,7 +14,7 @@ ENGINES = ["apache_beam", "numpy", "pandas", "pyarrow", "ray", "sqlalchemy", "st
            "tensorflow"]
 # Every command and group, and each group's commands (a command dropped from the app, or one
 # whose options no longer resolve once its imports moved, fails here).
-COMMANDS = {"backfill": [], "dashboard": [], "run": [], "schema": [], "scheduler": [],
+COMMANDS = {"backfill": [], "dashboard": [], "lookup": [], "run": [], "schema": [], "scheduler": [],
             "verify": [], "runs": ["list", "show"], "store": ["rebuild"],
             "schedule": ["add", "export", "list", "pause", "remove", "resume", "show"]}
 
