@@ -128,6 +128,7 @@ def test_train_stage_page_shows_epochs_and_the_audit(server, page):
     page.evaluate("window.notReloaded = true")
     page.locator("table.audit a", has_text="3").first.click()  # htmx swaps epoch 3's batches in
     expect(page.locator("#batches h4")).to_contain_text("Epoch 3")
+    assert page.url.endswith("?epoch=3")  # the selection is in the address
     assert page.evaluate("window.notReloaded") is True
     expect(page.locator("table.history tbody tr")).to_have_count(2)
     assert page.problems == []
