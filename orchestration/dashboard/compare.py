@@ -8,6 +8,7 @@ from starlette.exceptions import HTTPException
 
 from seqline.orchestration.dashboard import files
 from seqline.orchestration.dashboard.context import Dashboard
+from seqline.orchestration.divergence import first_batch, first_divergences
 
 __all__ = ["flat", "run_compare_view"]
 
@@ -49,7 +50,15 @@ def run_compare_view(dash: Dashboard, run_id: str, other: str | None) -> dict[st
                    for n in names],
         "verify": [files.verify_of(dash.root, r["run_id"]) for r in (a, b)],
         "metrics": _metrics(by_name),
+        "divergence": _divergence(dash, a["run_id"], b["run_id"]),
     }
+
+
+def _divergence(dash: Dashboard, run_a: str, run_b: str) -> dict[str, Any]:
+    """The first record (per stored stage) and the first training batch where A and B differ."""
+    stages = first_divergences(dash.root, run_a, run_b)
+    seq = next((s.seq for s in stages if not s.identical), None)
+    return {"stages": stages, "batch": first_batch(dash.root, run_a, run_b, seq)}
 
 
 def _rows(keys: tuple[str, ...], a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
