@@ -67,8 +67,10 @@ SHARED = {
     "tests/dashboard/test_pages_agree.py": "pages agree",  # two runs and their site
     "tests/dashboard/test_profile.py": "profiles",  # two runs of a small pipeline
     "tests/dashboard/test_truth.py": "truth",  # three runs of the demo
+    "tests/e2e/test_divergence.py": "divergence",  # three runs of the demo, one epoch
     "tests/e2e/test_readers_never_create.py": "readers",  # a root with a run
     "tests/e2e/test_run_id_cli.py": "run ids",  # a root with a run
+    "tests/e2e/test_seq_lookup.py": "seq lookup",  # a run of the demo, one epoch
     "tests/e2e/test_terminal_tables.py": "tables",  # two runs and a schedule
     "tests/e2e/test_verify.py": "verify",  # a root with a run
     "tests/integration/test_assembly_line.py": "line",  # the line on four runners

@@ -1,0 +1,91 @@
+"""Two runs of the demo (one epoch) diffed along source order: a changed preprocess keyword
+shows as that parameter and the first record it changes; a rerun is identical."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from seqline.orchestration.divergence import first_batch, first_divergences
+from tests.conftest import REPO
+from tests.dashboard.conftest import Server
+
+pytestmark = pytest.mark.e2e
+
+EXE = str(Path(sys.executable).parent / "seqline")
+DEMO = REPO / "data" / "seattle_weather"
+RAIN_AT = 5.0  # run b's threshold: days with 0 < precipitation <= 5 mm flip to "no rain"
+FEATURES = '''\
+"""The demo's rain flag, with its threshold as a keyword."""
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def add_columns(batch: pa.RecordBatch, rain_at: float = 0.0) -> pa.RecordBatch:
+    return batch.append_column("rained", pc.cast(
+        pc.greater(batch.column("precipitation"), rain_at), pa.int64()))
+'''
+FN = 'params: {fn: "features:add_columns", batch_format: pyarrow}'
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    """Runs a and b (b with fn_kwargs rain_at), then a again (a2, from the cache)."""
+    folder = tmp_path_factory.mktemp("diff")
+    shutil.copy(DEMO / "seattle-weather.csv", folder)
+    (folder / "features.py").write_text(FEATURES)
+    text = (DEMO / "pipeline.yaml").read_text().replace("epochs: 15", "epochs: 1")
+    assert FN in text
+    (folder / "a.yaml").write_text(text)
+    (folder / "b.yaml").write_text(text.replace(
+        FN, FN[:-1] + f", fn_kwargs: {{rain_at: {RAIN_AT}}}}}"))
+    for pipeline, run_id in (("a", "a"), ("b", "b"), ("a", "a2")):
+        done = subprocess.run([EXE, "-q", "run", str(folder / f"{pipeline}.yaml"), "--root",
+                               str(folder / "root"), "--run-id", run_id],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    return folder / "root"
+
+
+def _first_flipped() -> int:
+    """The first seq whose rain flag the threshold changes, read from the CSV itself."""
+    with open(DEMO / "seattle-weather.csv") as f:
+        return next(seq for seq, row in enumerate(csv.DictReader(f))
+                    if 0 < float(row["precipitation"]) <= RAIN_AT)
+
+
+def test_a_changed_keyword_diverges_at_its_first_record(root):
+    found = {d.stage: d for d in first_divergences(root, "a", "b")}
+    assert found["examples"].identical  # upstream of the change
+    features = found["features"]
+    seq = _first_flipped()
+    assert not features.identical and features.seq == seq and features.position == seq
+    assert features.fields == {"rained": (1, 0)}
+    batch = first_batch(root, "a", "b", seq)
+    assert batch is not None and batch.index == 0  # a window's inputs reach the first batch
+
+
+def test_a_rerun_is_identical(root):
+    assert all(d.identical for d in first_divergences(root, "a", "a2"))
+    assert first_batch(root, "a", "a2", None) is None
+
+
+def test_compare_page_shows_the_parameter_and_the_first_record(root):
+    server = Server(root)
+    try:
+        page = httpx.get(server.url + "/runs/b/compare", params={"with": "a"}).text
+        assert "features.fn_kwargs.rain_at" in page
+        assert "First divergence" in page
+        assert f'/runs/b/lookup?seq={_first_flipped()}"' in page
+        same = httpx.get(server.url + "/runs/a2/compare", params={"with": "a"}).text
+        section = same.split("First divergence")[1].split("</table>")[0]
+        assert "identical" in section and 'class="differs"' not in section
+    finally:
+        server.stop()
