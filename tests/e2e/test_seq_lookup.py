@@ -15,7 +15,7 @@ import pytest
 from seqline.orchestration.lookup import lookup_seq
 from seqline.pipeline.tfrecord.coding import decode, schema_from_text
 from seqline.pipeline.tfrecord.reading import read_shard
-from tests.conftest import REPO
+from tests.conftest import REPO, USERFNS
 from tests.dashboard.conftest import Server
 
 pytestmark = pytest.mark.e2e
@@ -123,3 +123,47 @@ def test_lookup_page_over_http(root):
         assert "out of range" in gone
     finally:
         server.stop()
+
+
+# A bad row (seq 2, line 4) and a filter that keeps even seq: both fates, named in one line.
+SMALL = """\
+name: small
+errors: {max_fraction: 0.5}
+stages:
+  - {name: read, component: ingest, params: {format: csv, paths: [in.csv], schema: {x: int64}}}
+  - {name: write, component: tfrecord_write, params: {shard_records: 3}}
+  - {name: evens, component: preprocess, params: {fn: "latency:keep_even"}}
+"""
+
+
+@pytest.fixture(scope="module")
+def small_root(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("small")
+    (folder / "in.csv").write_text("x\n0\n1\nnot a number\n3\n\n4\n")
+    shutil.copy(USERFNS / "latency.py", folder / "latency.py")
+    (folder / "small.yaml").write_text(SMALL)
+    done = seqline("-q", "run", str(folder / "small.yaml"), "--root", str(folder / "root"),
+                   "--run-id", "small")
+    assert done.returncode == 0, done.stderr
+    return folder / "root"
+
+
+def test_lookup_names_a_dead_letter_and_a_filtered_record(small_root):
+    bad = seqline("lookup", "small", "2", "--root", str(small_root))
+    assert bad.returncode == 1
+    assert bad.stdout.splitlines() == [f"seq 2 in small: dead-lettered: {_reason(small_root)} "
+                                       f"({small_root.parent / 'in.csv'}, line 4, seq 2)"]
+    odd = {p.stage: p for p in lookup_seq(small_root, "small", 3).stages}
+    where = odd["write"].detail
+    m = json.loads((small_root / "runs/small/write/manifest.json").read_text())
+    records = decode(read_shard(small_root / "runs/small/write" / where["shard"],
+                                m["compression"]), schema_from_text(m["schema"]))
+    assert records.column("__seq__")[where["offset"]].as_py() == 3
+    assert not odd["evens"].found and odd["evens"].detail["fate"] == "filtered"
+    # an empty line is no record: seq 4 is line 7
+    assert lookup_seq(small_root, "small", 4).stages[0].detail["source_line"] == 7
+
+
+def _reason(root: Path) -> str:
+    letters = (root / "runs/small/read/dead_letters.jsonl").read_text().splitlines()
+    return str(json.loads(letters[0])["reason"])
