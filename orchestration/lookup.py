@@ -95,7 +95,8 @@ def _place(stage_dir: Folder, m: dict[str, Any], seq: int, train: dict[str, Any]
     if component == "batching" and train is not None:
         return _in_batches(m, seq, train)
     if component == "train":
-        return _in_steps(m, seq)
+        return _in_steps(m, seq) if not _trained_shuffled(stage_dir, m) else _place_of(
+            m, False, "trained on shuffled batches: no step is named", fate="shuffled")
     return None  # evaluate: metrics over the eval split, no place per record
 
 
@@ -124,20 +125,19 @@ def _in_source(stage_dir: Folder, m: dict[str, Any], seq: int) -> StagePlace:
     if not 0 <= seq < total:
         return _place_of(m, False, f"out of range: the run read {total:,} records "
                          f"(seq 0-{total - 1})", fate="out_of_range")
+    if not _is_output(stage_dir, m, seq):
+        return _not_here(stage_dir, m, seq)  # a dead letter names its own file and line
     files = m.get("files")
     if not files:
         return _place_of(m, True, "read, but this run's manifest does not list its files "
                          "(a run made before seqline recorded them)")
-    fmt = m.get("params", {}).get("format", "")
-    where = _file_and_line(files, fmt, seq)
-    found = m.get("seq_min") is not None and _is_output(stage_dir, m, seq)
+    where = _file_and_line(files, m.get("params", {}).get("format", ""), seq)
     if where is None:
-        return _place_of(m, found, "its file's records could not be counted")
+        return _place_of(m, True, "read; its file's records could not be counted")
     name, record, line = where
     text = f"{name}, line {line} (record {record} of the file)" if line is not None else \
         f"{name}, record {record} of the file"
-    place = _place_of(m, True, text, file=name, record=record, source_line=line)
-    return place if found else _not_here(stage_dir, m, seq)
+    return _place_of(m, True, text, file=name, record=record, source_line=line)
 
 
 def _is_output(stage_dir: Folder, m: dict[str, Any], seq: int) -> bool:
@@ -221,9 +221,28 @@ def _batch_index(epoch: dict[str, Any], seq: int) -> int | None:
     return None
 
 
+def _shuffled(m: dict[str, Any]) -> StagePlace | None:
+    """Shuffled batches are no seq ranges: the audit's first and last seq do not say which
+    examples a batch holds, so no batch is named rather than a wrong one."""
+    if not (m.get("plan") or {}).get("shuffle"):
+        return None
+    return _place_of(m, False, "batches are shuffled (seeded): the audit records each "
+                     "batch's first and last seq, not its members", fate="shuffled")
+
+
+def _trained_shuffled(stage_dir: Folder, m: dict[str, Any]) -> bool:
+    """Whether the batches the trainer read (its input stage's) were shuffled."""
+    batching = stage_dir.parent / m["input"] if m.get("input") else None
+    if batching is None or not (batching / "manifest.json").exists():
+        return False
+    return _shuffled(read_manifest(batching)) is not None
+
+
 def _in_batches(m: dict[str, Any], seq: int, train: dict[str, Any]) -> StagePlace:
     """The batching stage stores its plan, not its batches; the trainer's audit records each
     batch it consumed (first and last seq), the batches as batching cut them."""
+    if (shuffled := _shuffled(m)) is not None:
+        return shuffled
     epochs = train.get("epochs") or []
     first = epochs[0] if epochs else {}
     i = _batch_index(first, seq)
