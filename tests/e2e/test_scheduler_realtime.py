@@ -48,7 +48,7 @@ def _wait(what, predicate, timeout: float):
         found = predicate()
         if found:
             return found
-        time.sleep(2)
+        time.sleep(5)  # each look is a `seqline --json` process: look seldom, the runs take minutes
     raise AssertionError(f"{what}: not within {timeout} s")
 
 

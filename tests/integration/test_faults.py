@@ -289,7 +289,10 @@ def test_sigterm_cancels_in_seconds_then_resumes(folder, calm, runner):
     run.process.send_signal(signal.SIGTERM)
     sent = time.monotonic()
     assert run.wait() == 128 + signal.SIGTERM, run.err[-3000:]
-    assert time.monotonic() - sent < 5
+    # Cancelled, not finished: the stage's blocks of work were dropped, so it never committed
+    # (on a quiet machine in about a second; the bound only catches a hang on a loaded one).
+    assert not (run.root / "runs" / run.run_id / "features" / "manifest.json").exists()
+    assert time.monotonic() - sent < 30
     assert "Run stopped cancelled (SIGTERM)" in run.err
     assert _status(run) == "cancelled"
     assert run.left_behind() == []
