@@ -13,6 +13,7 @@ from seqline.components import batching, evaluate, ingest, preprocess, tfrecord_
 from seqline.components.batching import BatchingParams, Window
 from seqline.components.evaluate import ErrorBound, EvaluateParams, ShareBound, Thresholds
 from seqline.components.ingest import IngestParams
+from seqline.components.ingest.readers import Source
 from seqline.components.preprocess import PreprocessParams
 from seqline.components.tfrecord_write import TFRecordWriteParams
 from seqline.components.train import TrainParams
@@ -20,8 +21,8 @@ from seqline.pipeline.config import make_stage
 from seqline.pipeline.specs import ComponentSpec, StageSpec
 
 __all__ = ["COMPONENTS", "BatchingParams", "ErrorBound", "EvaluateParams", "IngestParams",
-           "PreprocessParams", "ShareBound", "TFRecordWriteParams", "Thresholds", "TrainParams",
-           "Window", "pipeline_schema", "schema_text", "stage"]
+           "PreprocessParams", "ShareBound", "Source", "TFRecordWriteParams", "Thresholds",
+           "TrainParams", "Window", "pipeline_schema", "schema_text", "stage"]
 
 
 # An explicit table, in assembly-line order: no registry, no autoloading.

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from seqline.components.ingest.readers import Source
+from seqline.components import Source  # an input file, opened as ingest opens it
 from seqline.pipeline.artifacts import read_manifest, run_dir
 from seqline.pipeline.deadletters import read_dead_letters
 from seqline.pipeline.errors import RunNotFound
