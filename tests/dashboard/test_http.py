@@ -212,6 +212,14 @@ def test_two_whole_runs_compare_side_by_side(server):
         assert f'/runs/demo-b/stages/{stage["name"]}/compare?with=demo-a' in page
 
 
+def test_the_run_page_asks_where_a_seq_is(server):
+    run_page = httpx.get(server.url + "/runs/demo-a").text
+    assert 'action="/runs/demo-a/lookup"' in run_page and 'name="seq"' in run_page
+    answer = httpx.get(server.url + "/runs/demo-a/lookup", params={"seq": "100"})
+    assert answer.status_code == 200
+    assert "seattle-weather.csv, line 102" in answer.text  # the header is line 1
+
+
 def test_run_compare_escapes_names_and_refuses_unknown_runs(server):
     page = httpx.get(server.url + "/runs/small/compare?with=demo-a").text
     assert XSS not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
