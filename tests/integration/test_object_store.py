@@ -146,7 +146,8 @@ def test_a_worker_killed_on_every_attempt_leaves_nothing_trusted(s3_root, number
     assert resumed.status == "succeeded" and resumed.verified
     features = read_manifest(root / "runs" / "poisoned" / "features")
     assert _objects(root, "runs", "poisoned", "features") == sorted(
-        [MANIFEST, *(s["path"] for s in features["shards"])])  # every leftover is gone
+        [MANIFEST, features["profile"]["path"], *(s["path"] for s in features["shards"])]
+    )  # every leftover is gone: what is there, the manifest names
     listed = {s["path"] for s in read_manifest(write)["shards"]}
     assert "shard-000002-zombie00.tfrecord.gz" not in listed
     records = [b.num_rows for b in read_artifact(write, read_manifest(write))]

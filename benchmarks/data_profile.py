@@ -1,6 +1,6 @@
 """What a stage's data profile costs a run: the 1M-row data job with profiling on and off.
 
-Usage: .venv/bin/python benchmarks/profile.py [--smoke] [--rows 1000000] [--repeats 3]
+Usage: .venv/bin/python benchmarks/data_profile.py [--smoke] [--rows 1000000] [--repeats 3]
        [--out benchmarks/PROFILE.md]
 
 The job is benchmarks/verify.py's (`verify.make_job`): a seeded CSV of `k` (int), `x` (float),
@@ -112,7 +112,7 @@ def report(rows: int, runs: dict[str, list[tuple[float, float]]], alone: dict[st
     lines = [
         "# The data profile's cost (issue 27, item 4; decision 52)",
         "",
-        f"`benchmarks/profile.py --rows {rows} --repeats {repeats}` on "
+        f"`benchmarks/data_profile.py --rows {rows} --repeats {repeats}` on "
         f"{os.cpu_count()} cores (load average {os.getloadavg()[0]:.1f} at the end). The job: "
         "verify.py's k, x, s CSV -> ingest -> tfrecord_write (gzip) -> preprocess (x*x, "
         "gzip), local runner, 2 workers, no cache, no verify; every stage profiled, against "
