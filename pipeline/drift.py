@@ -13,8 +13,8 @@ __all__ = ["THRESHOLD", "WINDOWS", "ProfileWindows", "column_distance", "compare
 
 # A column drifts past this distance. Both measures are shares of records (KS: the largest gap
 # between the two CDFs; total variation: the share of records whose value would have to
-# change), so 0.1 reads "a tenth of the records moved". It sits well above the KLL sketches'
-# own error (each CDF within ~1.65 %) and flags a shift of half a standard deviation.
+# change), so 0.1 reads "a tenth of the records moved". It sits well above the sketches'
+# own error (each CDF within about 1 %) and flags a shift of half a standard deviation.
 THRESHOLD = 0.1
 # Seq windows a stage's profile keeps along source order: between WINDOWS and 2*WINDOWS.
 WINDOWS = 8
@@ -28,7 +28,7 @@ _RANKS = np.linspace(0.0, 1.0, 65).tolist()
 def column_distance(a: ColumnProfile, b: ColumnProfile) -> tuple[str, float] | None:
     """How far apart two profiles of a column are, and by which measure; None if it has none.
 
-    Numbers: Kolmogorov-Smirnov, the largest gap between the two KLL sketches' CDFs. Strings:
+    Numbers: Kolmogorov-Smirnov, the largest gap between the two sketches' CDFs. Strings:
     total variation between their value shares (values beyond the kept ones pooled). Either
     way at least the change in the share of nulls, so a column gone empty drifts. Strings
     that are mostly distinct (ids, dates: MOSTLY_DISTINCT) have none.
@@ -51,12 +51,15 @@ def _share(n: int, column: ColumnProfile) -> float:
 
 
 def _ks(a: ColumnProfile, b: ColumnProfile) -> float:
-    if a.kll is None or b.kll is None or a.kll.is_empty() or b.kll.is_empty():
-        return 0.0 if (a.kll is None or a.kll.is_empty()) == (
-            b.kll is None or b.kll.is_empty()) else 1.0
-    points = sorted(set(a.kll.get_quantiles(_RANKS)) | set(b.kll.get_quantiles(_RANKS)))
-    cdf_a = np.asarray(a.kll.get_cdf(points, True)[:-1])
-    cdf_b = np.asarray(b.kll.get_cdf(points, True)[:-1])
+    empty_a = a.sketch is None or a.sketch.is_empty()
+    empty_b = b.sketch is None or b.sketch.is_empty()
+    if empty_a or empty_b:
+        return 0.0 if empty_a == empty_b else 1.0
+    assert a.sketch is not None and b.sketch is not None
+    points = sorted({a.sketch.get_quantile(r) for r in _RANKS}
+                    | {b.sketch.get_quantile(r) for r in _RANKS})
+    cdf_a = np.asarray(a.sketch.get_cdf(points)[:-1])
+    cdf_b = np.asarray(b.sketch.get_cdf(points)[:-1])
     return float(np.max(np.abs(cdf_a - cdf_b)))
 
 

@@ -38,6 +38,19 @@ def merged(batches: list[pa.RecordBatch]) -> Profile:
     return whole
 
 
+# The rank error this suite holds the sketch to on the demo's columns: a t-digest states no
+# bound of its own, and at compression 400 the worst quartile here is 1.1 % off (decision 52).
+RANK_ERROR = 0.015
+
+
+def _rank_holds(values: np.ndarray, found: float, q: float, error: float) -> bool:
+    """`found`'s true rank in sorted `values` (an interval over ties) is within `error` of q."""
+    near = 1e-9 * max(1.0, abs(found))  # a centroid's mean of 12.2s may read 12.199999…
+    below = np.searchsorted(values, found - near, "left") / len(values)
+    up_to = np.searchsorted(values, found + near, "right") / len(values)
+    return bool(below - error <= q <= up_to + error)
+
+
 def test_profile_equals_pandas_describe_on_the_demo(weather):
     described = weather.drop_columns([SEQ]).to_pandas().describe(include="all")
     profile = merged(blocks_of(weather, 128))  # the demo's block size
@@ -50,12 +63,10 @@ def test_profile_equals_pandas_describe_on_the_demo(weather):
         assert column.mean == pytest.approx(expected["mean"], rel=1e-12)
         assert column.std == pytest.approx(expected["std"], rel=1e-12)
         values = np.sort(weather.column(name).to_numpy())
-        # KLL's stated error: each quantile's true rank is within the normalised rank error
-        error = column.kll.normalized_rank_error(False)
-        for q in (0.25, 0.5, 0.75):
-            found = column.kll.get_quantile(q)
-            low, high = np.quantile(values, [max(q - error, 0), min(q + error, 1)])
-            assert low <= found <= high, (name, q, found, expected[f"{q:.0%}"])
+        for q in (0.25, 0.5, 0.75):  # each quartile's true rank within RANK_ERROR
+            found = column.sketch.get_quantile(q)
+            assert _rank_holds(values, found, q, RANK_ERROR), (name, q, found,
+                                                               expected[f"{q:.0%}"])
     weather_column = profile.columns["weather"]
     top_value, top_count = max(weather_column.top.items(), key=lambda kv: kv[1])
     assert weather_column.count == described["weather"]["count"]
@@ -74,12 +85,11 @@ def test_merging_block_profiles_equals_profiling_the_whole(weather):
             column.kind, column.count, column.nulls, column.min, column.max), name
         assert other.mean == pytest.approx(column.mean, rel=1e-12, abs=1e-12)
         assert other.m2 == pytest.approx(column.m2, rel=1e-9, abs=1e-9)
-        if column.kind == "number":  # two sketches of one stream: ranks within both errors
-            error = 2 * column.kll.normalized_rank_error(False)
+        if column.kind == "number":  # merged block sketches: true ranks within RANK_ERROR
+            values = np.sort(weather.column(name).to_numpy())
             for q in (0.1, 0.5, 0.9):
-                found = other.kll.get_quantile(q)  # its rank, as an interval over ties
-                below, up_to = column.kll.get_rank(found, False), column.kll.get_rank(found, True)
-                assert below - error <= q <= up_to + error, (name, q)
+                found = other.sketch.get_quantile(q)
+                assert _rank_holds(values, found, q, RANK_ERROR), (name, q, found)
         if name == "weather":
             assert other.top == column.top
 
