@@ -37,7 +37,13 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-def scratch_dir(kind: str, label: str = "") -> Path:
+# A Unix socket's path holds at most 107 bytes (sun_path), and an engine may put sockets
+# deep under its scratch folder: Ray's are at SCRATCH/session_<date>_<time>_<us>_<pid>/
+# sockets/plasma_store, about 65 bytes past it.
+SOCKET_PATH_MAX = 107
+
+
+def scratch_dir(kind: str, label: str = "", socket_depth: int = 0) -> Path:
     """A new temporary folder for an engine's files while this driver runs.
 
     Its name carries the driver's pid: a driver that is killed cannot remove its folders, so
@@ -46,11 +52,18 @@ def scratch_dir(kind: str, label: str = "") -> Path:
     Args:
         kind: the engine ("beam", "ray", "workers").
         label: a word to tell folders apart (a stage name), if any.
+        socket_depth: how many bytes past the folder the engine's socket paths reach. When
+            the temp folder ($TMPDIR; macOS's /var/folders/...) is too long for them, the
+            folder goes under /tmp instead, and the engine starts rather than failing on
+            "AF_UNIX path length cannot exceed 107 bytes".
 
     Returns:
         The folder, created.
     """
     base = Path(tempfile.gettempdir())
+    name_length = len(f"/seqline-{kind}-{os.getpid()}-{label}-12345678")
+    if socket_depth and len(str(base)) + name_length + socket_depth > SOCKET_PATH_MAX:
+        base = Path("/tmp")
     for folder in base.glob(f"seqline-{kind}-*"):
         pid = folder.name.removeprefix(f"seqline-{kind}-").split("-", 1)[0]
         if pid.isdigit() and not pid_alive(int(pid)):

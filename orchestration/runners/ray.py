@@ -21,6 +21,9 @@ from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["RayRunner"]
 
+# How far past its temp folder a local Ray puts its sockets:
+# /session_2026-11-24_22-54-21_553245_12345/sockets/plasma_store, with room to spare.
+RAY_SOCKET_DEPTH = 72
 ABORT_POLL_SECONDS = 0.25  # how often a wait for blocks checks whether the run was cancelled
 
 
@@ -64,7 +67,7 @@ class RayRunner(Runner):
                                **({"working_dir": working_dir} if working_dir else {})}
             if address is None and not os.environ.get("RAY_ADDRESS"):  # a Ray of our own:
                 # its sockets and logs go where we can remove them
-                self._session = scratch_dir("ray")
+                self._session = scratch_dir("ray", socket_depth=RAY_SOCKET_DEPTH)
             ray.init(address=address, num_cpus=None if address else workers,
                      include_dashboard=False,
                      # Ray's own warnings (token authentication, …) only with -v
