@@ -22,6 +22,7 @@ from seqline.orchestration.cli.options import (
     opened,
     output,
     print_json,
+    shown_url,
 )
 from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
 from seqline.orchestration.store.statuses import RunStatus, TickStatus
@@ -124,6 +125,8 @@ def backfill(
 
     Waits for the runs. Running the same backfill again finishes what is left of it.
     """
+    from sqlalchemy.exc import DBAPIError
+
     from seqline.orchestration.schedule.backfill import Backfill
     from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
     from seqline.orchestration.schedule.times import parse_time
@@ -141,6 +144,11 @@ def backfill(
         except KeyboardInterrupt:
             fail("backfill stopped: launched runs go on; run the same command again to "
                  "launch the rest.", 130)
+        except DBAPIError as exc:  # a full disk, a database gone: in the driver's words
+            place = shown_url(store) if store else f"of --root {root}"
+            words = str(exc.orig or exc).splitlines()[0]
+            fail(f"backfill stopped: the run store {place} could not record a tick ({words}); "
+                 "launched runs go on; run the same command again to launch the rest.", 1)
     rows = [{"fire_time": iso(t.fire_time), "run_id": t.run_id if t.status == TickStatus.launched
              else None, "status": t.status, "run_status": state, "reason": t.reason}
             for t, state in outcome]

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -150,6 +151,29 @@ def test_backfill_runs_each_fire_time_with_trigger_backfill(folder):
     again = _json(folder, "backfill", "daily", "--from", "2026-11-01", "--to", "2026-11-02")
     assert [o["run_status"] for o in again] == ["succeeded"]  # nothing new launched
     assert len(_json(folder, "runs", "list")) == 2
+
+
+def test_backfill_on_a_full_store_stops_in_one_line_and_finishes_when_run_again(folder):
+    """The soak's finding: a store that cannot record a tick (SQLite's own words, from a
+    trigger: a disk cannot be filled at one exact write) stopped backfill with a traceback."""
+    assert _seqline(folder, "schedule", "add", "daily", "quick.yaml", "--cron", "0 3 * * *",
+                    "--workers", "1").returncode == 0
+    database = folder / "root" / "seqline.db"
+    assert database.exists()
+    with sqlite3.connect(database) as db:
+        db.execute("CREATE TRIGGER full BEFORE INSERT ON ticks "
+                   "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    day = ("--from", "2026-11-01", "--to", "2026-11-01T12:00")
+    done = _seqline(folder, "backfill", "daily", *day)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: backfill stopped: the run store of --root " + str(folder / "root")
+        + " could not record a tick (database or disk is full); launched runs go on; run the "
+        "same command again to launch the rest.")
+    with sqlite3.connect(database) as db:
+        db.execute("DROP TRIGGER full")
+    outcome = _json(folder, "backfill", "daily", *day)
+    assert [o["run_status"] for o in outcome] == ["succeeded"]
 
 
 def test_export_prints_a_dag_with_the_schedules_cron_zone_and_policies(folder):
