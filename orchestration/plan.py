@@ -140,7 +140,7 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
     (window.length 14 → 21)", and train and evaluate because "upstream `batches` runs".
     """
     folder = run_dir(root, run_id)
-    _check_run_id(folder, run_id, options.resume)
+    _check_run_id(folder, run_id, options.resume, store)
     parts = cache_parts(spec, components, seqline_version=version("seqline"),
                         inputs=_files_of(components), root=root)
     keys = {name: key_of(p) for name, p in parts.items()}
@@ -186,9 +186,15 @@ def _files_of(components: Mapping[str, ComponentSpec[Any]]) -> Any:
     return files
 
 
-def _check_run_id(folder: Folder, run_id: str, resume: bool) -> None:
-    """The run id names a run to finish (--resume), or none yet: before anything is made."""
+def _check_run_id(folder: Folder, run_id: str, resume: bool, store: Any | None) -> None:
+    """The run id names a run to finish (--resume), or none yet: before anything is made.
+
+    A run the store has but whose folder never told it (its driver killed while Ray started,
+    a disk full as it wrote run.json) committed nothing: resuming it runs it afresh under
+    its id, so a scheduled fire time still gets its run."""
     exists = (folder / "run.json").exists()
+    if resume and not exists and store is not None and store.run_exists(run_id):
+        return
     if resume and not exists:
         raise ConfigError(f"no run {run_id!r} to resume under {folder.parent}; check --run-id "
                           "and --root (see `seqline runs list`).")

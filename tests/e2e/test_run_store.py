@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -97,3 +98,20 @@ def test_two_runs_at_once_and_one_run_id_raced(folder):
     for run_id in ("x", "y"):
         stages = _show(folder, run_id)["stages"]
         assert [(s["name"], s["records_out"]) for s in stages] == [("read", 200), ("work", 200)]
+
+
+def test_a_recorded_run_without_its_folder_is_resumed_afresh(folder):
+    """A driver killed while Ray starts, or a disk full as run.json is written, leaves the
+    store's row and no run folder (the soak's finding). --resume runs it under its id."""
+    (folder / "boom.yaml").write_text(QUICK.replace('fn: "latency:skewed"', 'fn: "latency:boom_at"')
+                                      .replace("base_ms: 1, slow_every: 1000", "seq: 50"))
+    assert _seqline(folder, "run", str(folder / "boom.yaml"), "--run-id", "r1").returncode == 1
+    shutil.rmtree(folder / "root" / "runs" / "r1")  # what such a run leaves: its row only
+    (folder / "boom.yaml").write_text(QUICK)
+    done = _seqline(folder, "run", str(folder / "boom.yaml"), "--run-id", "r1", "--resume")
+    assert done.returncode == 0, done.stderr
+    assert "All artifacts hold the ordering contract." in done.stdout
+    shown = _show(folder, "r1")
+    assert (shown["status"], shown["trigger"]) == ("succeeded", "resume")
+    unknown = _seqline(folder, "run", str(folder / "quick.yaml"), "--run-id", "r2", "--resume")
+    assert unknown.returncode == 2 and "no run 'r2' to resume" in unknown.stderr
