@@ -154,8 +154,14 @@ def test_a_cancel_ends_every_unfinished_stage_as_skipped(tmp_path, runner, reque
             sent.set()
             os.kill(os.getpid(), signal.SIGINT)
 
-    with pytest.raises(Cancelled):
-        _run(spec, tmp_path, "stopped", story, runner, subscribers=[story, ctrl_c_midway])
+    # Ctrl-C as Python handles it in a fresh process: a test run earlier in this worker may
+    # have left another SIGINT handler behind (CI run 10: the cancel never came, three times)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(Cancelled):
+            _run(spec, tmp_path, "stopped", story, runner, subscribers=[story, ctrl_c_midway])
+    finally:
+        signal.signal(signal.SIGINT, before)
     _well_formed(story, ["read", "write", "features", "again"], "cancelled")
     skipped = [e for e in story.ended().values() if isinstance(e, StageSkipped)]
     assert skipped and all(e.reason.startswith("not run to the end: the run was cancelled")
