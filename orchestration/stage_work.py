@@ -53,7 +53,8 @@ def run_data_stage(step: Step, stage: StageSpec[Any], run: RunContext, artifact:
                     inputs: Iterable[Any] | None, output: Belt[Block] | None,
                     feed: ShardFeed | None, waits: Callable[[], tuple[float, float]]) -> Folder:
     """A source or map stage: produce, account, pass blocks on, commit."""
-    run.bus.publish(StageStarted(stage=stage.name))
+    if not step.fused_after:  # a fused stage starts with the engine job it runs in (_produce)
+        run.bus.publish(StageStarted(stage=stage.name))
     start, started = time.perf_counter(), time.time()
     out = StageOutput(stage, artifact.path, feed)
     counts, blocks = Counts(), 0
@@ -128,6 +129,8 @@ def _produce(step: Step, stage: StageSpec[Any], run: RunContext, upstream: Itera
         yield from run.runner.map_blocks(task, blocks)
         return
     tasks = [task, *(run.fused[name][0] for name in fused)]
+    for name in fused:  # said here, not on their threads: before the job tells their progress
+        run.bus.publish(StageStarted(stage=name))
     for results in run.runner.map_fused(tasks, blocks):
         results[0].raise_if_failed()
         for name, result in zip(fused, results[1:], strict=False):
