@@ -17,7 +17,7 @@ from typing import Any
 from seqline.orchestration.store import RunReader
 from seqline.orchestration.store.statements import SAMPLE_COLUMNS
 
-__all__ = ["COLUMNS", "MAX_POINTS", "SampleCache", "counted_once"]
+__all__ = ["COLUMNS", "MAX_POINTS", "SampleCache", "counted_once", "from_start"]
 
 COLUMNS = SAMPLE_COLUMNS  # a chart's columns: the sample rows' own, in their order
 # A chart of a long run stays light: at most this many points per stage (every k-th sample).
@@ -37,7 +37,8 @@ class _Rows:
     def counted_for(self, records_in: int | None, started: Any) -> dict[str, list[Any]]:
         """The columns as counted_once makes them for `records_in`, made once."""
         if self.counted is None or self.counted[0] != records_in:
-            self.counted = (records_in, counted_once(self.columns or {}, records_in, started))
+            self.counted = (records_in, counted_once(from_start(self.columns or {}, started),
+                                                     records_in, started))
         return self.counted[1]
 
 
@@ -113,6 +114,25 @@ def _thinned(rows: list[tuple[Any, ...]]) -> dict[str, list[Any]]:
 
 _PEAKS = (COLUMNS.index("in_flight"), COLUMNS.index("reorder_held"))
 _RATE = COLUMNS.index("rows_per_s")
+
+
+def from_start(columns: dict[str, list[Any]], started: float | None) -> dict[str, list[Any]]:
+    """The columns with a first point at the stage's start (Unix seconds): nothing done,
+    nothing waited, the rest unknown.
+
+    A sample's rate covers the interval since the sample before it, the first sample's since
+    the stage started; a chart draws each rate over the interval before its point, so without
+    this point the records of the first interval were never drawn: a stage of two samples a
+    second apart charted about half its table's records/s (CI run 13).
+
+    Example: t [10.5, 11.5], records_done [600, 1170], started 10.0 -> t [10.0, 10.5, 11.5],
+    records_done [0, 600, 1170].
+    """
+    times = columns.get("t") or []
+    if started is None or not times or started >= times[0]:
+        return columns
+    first = {"t": started, "records_done": 0, "waited_input": 0.0, "waited_output": 0.0}
+    return {c: [first.get(c), *values] for c, values in columns.items()}
 
 
 def counted_once(columns: dict[str, list[Any]], records_in: int | None,

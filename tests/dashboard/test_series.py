@@ -47,7 +47,8 @@ def test_reads_in_random_batches_add_up_to_one_whole_read(store):
             _write(store, stage_run, batch)
         t += 6
         got = cache.series(store, [(a, 1.0, "a", None), (b, 1.0, "b", None)])
-        assert got == {"a": _everything(store, a), "b": _everything(store, b)}
+        assert got == {"a": series.from_start(_everything(store, a), 1.0),
+                       "b": series.from_start(_everything(store, b), 1.0)}
 
 
 def test_a_long_stage_is_thinned_and_still_ends_at_its_newest_sample(store, monkeypatch):
@@ -59,7 +60,7 @@ def test_a_long_stage_is_thinned_and_still_ends_at_its_newest_sample(store, monk
     assert first["t"] == [float(i) for i in range(1, 15, 2)] + [14.0]  # each pair's last
     _write(store, stage_run, [float(i) for i in range(15, 31)])
     later = cache.series(store, [(stage_run, 1.0, "a", None)])["a"]
-    assert later["t"] == [float(i) for i in range(3, 31, 4)] + [30.0]  # each 4's last
+    assert later["t"] == [1.0] + [float(i) for i in range(3, 31, 4)] + [30.0]  # each 4's last
     assert later["records_done"][-1] == 300
 
 
@@ -67,12 +68,13 @@ def test_a_reused_stage_run_id_with_another_start_is_read_afresh(store):
     stage_run = store.start_stage("r", "a", "ingest", params={}, cache_key=None)
     cache = SampleCache()
     _write(store, stage_run, [10.0, 11.0])
-    assert cache.series(store, [(stage_run, 1.0, "a", None)])["a"]["t"] == [10.0, 11.0]
+    assert cache.series(store, [(stage_run, 1.0, "a", None)])["a"]["t"] == [1.0, 10.0, 11.0]
     with store.engine.begin() as conn:  # the run deleted, its id taken by a later stage run
         conn.execute(samples.delete().where(samples.c.stage_run_id == stage_run))
     _write(store, stage_run, [3.0, 4.0])  # written by a process whose clock is behind
     fresh = cache.series(store, [(stage_run, 2.0, "a", None)])["a"]  # its own start time
-    assert fresh == _everything(store, stage_run) and fresh["t"] == [3.0, 4.0]
+    assert fresh == series.from_start(_everything(store, stage_run), 2.0)
+    assert fresh["t"] == [2.0, 3.0, 4.0]
 
 
 def _columns(t: list[float], done: list[int]) -> dict[str, list]:
@@ -108,4 +110,20 @@ def test_the_cache_hands_out_the_counted_columns(store):
     stage_run = store.start_stage("r", "a", "train", params={}, cache_key=None)
     _write(store, stage_run, [10.0, 20.0])  # records_done 100, 200
     got = SampleCache().series(store, [(stage_run, 0.0, "a", 50)])["a"]
-    assert got["records_done"] == [25.0, 50.0]
+    assert got["t"] == [0.0, 10.0, 20.0]  # drawn from the stage's start
+    assert got["records_done"] == [0.0, 25.0, 50.0]
+
+
+def test_a_chart_starts_at_its_stage_so_the_first_samples_records_are_drawn():
+    """Each rate covers the interval before its point; the first sample's, the stage's first
+    seconds. Without a point at the start a two-sample stage charted half its rate."""
+    t, rate = [10.5, 11.5], [600 / 0.5, 570 / 1.0]  # the sampler's rates (since the last one)
+    shown = series.from_start({"t": t, "records_done": [600, 1170], "rows_per_s": rate,
+                               "in_flight": [2, 0]}, 10.0)
+    assert shown == {"t": [10.0, 10.5, 11.5], "records_done": [0, 600, 1170],
+                     "rows_per_s": [None, *rate], "in_flight": [None, 2, 0]}
+    x, r = shown["t"], shown["rows_per_s"]
+    drawn = sum((x[i] - x[i - 1]) * r[i] for i in range(1, len(x))) / (x[-1] - x[0])
+    assert drawn == pytest.approx(1170 / 1.5)  # the table's records/s
+    assert series.from_start(shown, 10.0) is shown  # already there
+    assert series.from_start(shown, None) is shown  # start unknown: as sampled
