@@ -11,10 +11,10 @@ from typing import Any, ClassVar
 
 from seqline.pipeline.tasks import Counts
 
-__all__ = ["BlockRetried", "BlocksDone", "Event", "EventBus", "Occupancy", "RecordsConsumed",
-           "RunEnded", "RunStarted", "StageCommitted", "StageFailed", "StagePlanned",
-           "StageReused", "StageSkipped", "StageStarted", "Subscriber", "WaitEnded",
-           "WaitStarted"]
+__all__ = ["BlockRetried", "BlocksDone", "Event", "EventBus", "HeadOfLine", "Occupancy",
+           "RecordsConsumed", "RunEnded", "RunStarted", "StageCommitted", "StageFailed",
+           "StagePlanned", "StageReused", "StageSkipped", "StageStarted", "Subscriber",
+           "WaitEnded", "WaitStarted"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,6 +104,34 @@ class Occupancy(Event):
     kind: ClassVar[str] = "occupancy"
     in_flight: int
     held: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadOfLine(Event):
+    """A stage's reorder buffer after a wait for results (in place of that wait's Occupancy,
+    so a block costs no more events than before): blocks in flight, results `held` (before
+    the release), and why they are held.
+
+    `watermark`: the highest seq released in order; `seq_done`: the highest seq of any block
+    finished (None where the engine cannot know it yet: a parallel source numbers its records
+    only once they leave in order); `held_records` / `held_bytes`: the results waiting, in
+    records and Arrow bytes. `blocker_*`: the block they wait for (None: nothing waits), its
+    first seq, the attempt running it, its worker (None: not known) and since when it runs
+    (Unix seconds; the time it was handed to the engine where the engine does not tell).
+    """
+
+    kind: ClassVar[str] = "head_of_line"
+    in_flight: int
+    held: int
+    watermark: int | None
+    seq_done: int | None
+    held_records: int
+    held_bytes: int
+    blocker_block: int | None = None
+    blocker_seq: int | None = None
+    blocker_attempt: int | None = None
+    blocker_worker: str | None = None
+    blocker_since: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

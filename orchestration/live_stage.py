@@ -1,5 +1,6 @@
 """A running stage's figures as its events tell them: records done, waits, blocks in flight and
-held by its reorder buffer (with their peaks between two samples), and block retries."""
+held by its reorder buffer (with their peaks between two samples), what holds that buffer back
+(head of line), and block retries."""
 
 from __future__ import annotations
 
@@ -11,17 +12,22 @@ from seqline.orchestration.events import (
     BlockRetried,
     BlocksDone,
     Event,
+    HeadOfLine,
     Occupancy,
     RecordsConsumed,
     WaitEnded,
     WaitStarted,
 )
 
-__all__ = ["PROGRESS", "LiveStage"]
+__all__ = ["HEAD", "PROGRESS", "LiveStage"]
 
 # What a progress event carries: a sample's figures, without its stage run id and time.
 PROGRESS = ("records_done", "rows_per_s", "waited_input", "waited_output", "in_flight",
             "reorder_held")
+# A sample's head-of-line figures, as the newest HeadOfLine told them (not peaks: "blocked on
+# seq N for 4.2 s" is a state, now); in a progress event only when known.
+HEAD = ("watermark", "seq_done", "held_records", "held_bytes", "blocker_block", "blocker_seq",
+        "blocker_attempt", "blocker_worker", "blocker_seconds")
 
 
 @dataclass
@@ -46,6 +52,7 @@ class LiveStage:
     held: int = 0
     peak_held: int = 0
     retries: int = 0
+    head: HeadOfLine | None = None  # the newest
     sampled: tuple[float, int] = (0.0, 0)  # when (perf_counter), and records then
 
     def follow(self, event: Event) -> None:
@@ -55,7 +62,9 @@ class LiveStage:
             self.waited_input, self.waited_output = event.waited_input, event.waited_output
         elif isinstance(event, RecordsConsumed):
             self.records = max(self.records, event.records)
-        elif isinstance(event, Occupancy):
+        elif isinstance(event, Occupancy | HeadOfLine):
+            if isinstance(event, HeadOfLine):
+                self.head = event
             self.in_flight, self.held = event.in_flight, event.held
             self.peak_in_flight = max(self.peak_in_flight, event.in_flight)
             self.max_in_flight = max(self.max_in_flight, event.in_flight)
@@ -84,10 +93,24 @@ class LiveStage:
         waited_in, waited_out = self.waits(now)
         before, done_before = self.sampled
         self.sampled = (now, self.records)
-        row = {"stage_run_id": self.stage_run_id, "t": time.time(),
+        t = time.time()
+        row = {"stage_run_id": self.stage_run_id, "t": t,
                "records_done": self.records, "waited_input": waited_in,
                "waited_output": waited_out, "in_flight": self.peak_in_flight,
                "reorder_held": self.peak_held,
-               "rows_per_s": (self.records - done_before) / max(now - before, 1e-9)}
+               "rows_per_s": (self.records - done_before) / max(now - before, 1e-9),
+               **self._head_now(t)}
         self.peak_in_flight, self.peak_held = self.in_flight, self.held
         return row
+
+    def _head_now(self, t: float) -> dict[str, Any]:
+        """The head-of-line columns at `t` (Unix seconds): the blocker's seconds so far."""
+        head = self.head
+        if head is None:
+            return dict.fromkeys(HEAD)
+        since = head.blocker_since
+        return {"watermark": head.watermark, "seq_done": head.seq_done,
+                "held_records": head.held_records, "held_bytes": head.held_bytes,
+                "blocker_block": head.blocker_block, "blocker_seq": head.blocker_seq,
+                "blocker_attempt": head.blocker_attempt, "blocker_worker": head.blocker_worker,
+                "blocker_seconds": None if since is None else max(t - since, 0.0)}

@@ -20,6 +20,7 @@ from seqline.orchestration.events import (
     BlockRetried,
     BlocksDone,
     Event,
+    HeadOfLine,
     Occupancy,
     RecordsConsumed,
     RunEnded,
@@ -32,7 +33,7 @@ from seqline.orchestration.events import (
     WaitEnded,
     WaitStarted,
 )
-from seqline.orchestration.live_stage import PROGRESS, LiveStage
+from seqline.orchestration.live_stage import HEAD, PROGRESS, LiveStage
 from seqline.orchestration.plan import RunPlan
 from seqline.orchestration.store import RunStore
 from seqline.pipeline.errors import SeqlineError, StageError
@@ -47,7 +48,7 @@ log = logging.getLogger("seqline")
 FLUSH_SECONDS = 2.0
 # Published once per block or per training batch: kept in the samples (one per stage and
 # sampling interval), not one row each in the events table.
-COALESCED = (BlocksDone, Occupancy, RecordsConsumed, WaitStarted, WaitEnded)
+COALESCED = (BlocksDone, HeadOfLine, Occupancy, RecordsConsumed, WaitStarted, WaitEnded)
 
 
 class RunRecorder:
@@ -55,7 +56,8 @@ class RunRecorder:
 
     Stage rows are written as stages are planned, start, commit, fail or are skipped; a
     daemon thread samples every running stage about every `sample_seconds` (records done,
-    rows/s, waits, the peaks of blocks in flight and held in the reorder buffer) and writes
+    rows/s, waits, the peaks of blocks in flight and held in the reorder buffer, and what
+    holds that buffer back now: its watermark and the block it waits for) and writes
     the samples, the events and a heartbeat in batches.
     """
 
@@ -219,8 +221,9 @@ class RunRecorder:
     def _sample(self, name: str, live: LiveStage, now: float) -> dict[str, Any]:
         """One sample of a stage (see LiveStage.sample), also kept as a progress event."""
         row = live.sample(now)
+        body = {k: row[k] for k in PROGRESS} | {k: row[k] for k in HEAD if row[k] is not None}
         self._events.append({"run_id": self.run_id, "t": row["t"], "stage": name,
-                             "kind": "progress", "body": {k: row[k] for k in PROGRESS}})
+                             "kind": "progress", "body": body})
         return row
 
     def _end_sampling(self, name: str) -> LiveStage | None:

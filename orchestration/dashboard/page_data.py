@@ -11,6 +11,8 @@ from seqline.components import COMPONENTS
 from seqline.orchestration.dashboard import files
 from seqline.orchestration.dashboard.compare import flat
 from seqline.orchestration.dashboard.context import Dashboard
+from seqline.orchestration.dashboard.graph import graph
+from seqline.orchestration.dashboard.head_of_line import blocked, head_of_line
 from seqline.orchestration.dashboard.profile_data import profile_view
 from seqline.orchestration.dashboard.timeline import RAN, bottleneck, timeline
 from seqline.orchestration.store.statuses import ENDED
@@ -38,13 +40,14 @@ def run_view(dash: Dashboard, run_id: str, version: int | None = None) -> dict[s
     samples = dash.samples_at(run, version)
     failure = _failure(run)
     for stage in run["stages"]:
-        _add_figures(stage, samples.get(stage["name"]) or {}, failure)
+        _add_figures(stage, samples.get(stage["name"]) or {}, failure, run["status"])
     place = _PLACE.search(failure["line"]) if failure else None
     return {
         "run": run,
         "samples": samples,
         "failure": failure,
         "ran": _ran(run),
+        "graph": graph(run["stages"]),
         "timeline": timeline(run, samples),
         "bottleneck": bottleneck(run["stages"]),
         "verify": files.verify_of(dash.root, run_id),
@@ -70,7 +73,7 @@ def stage_view(dash: Dashboard, run_id: str, name: str, *, shards: int = 0, dead
     found = dash.series([stage]) if version is None else dash.samples_at(run, version)
     columns = found.get(name) or {}
     failure = _failure(run)
-    _add_figures(stage, columns, failure)
+    _add_figures(stage, columns, failure, run["status"])
     manifest = files.manifest_of(dash.root, run_id, name)
     dead_total = stage["dead_lettered"] or ((manifest or {}).get("dead_letters") or {}).get(
         "count", 0)
@@ -90,6 +93,7 @@ def stage_view(dash: Dashboard, run_id: str, name: str, *, shards: int = 0, dead
         "history": dash.reader.history(run["pipeline"], name),
         "ended": run["status"] in ENDED,
         "profile": profile_view(dash.reader, dash.root, run_id, name, manifest),
+        "head_of_line": head_of_line(stage, columns),
     }
 
 
@@ -111,7 +115,7 @@ def _failure(run: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _add_figures(stage: dict[str, Any], columns: dict[str, list[Any]],
-                 failure: dict[str, Any] | None) -> None:
+                 failure: dict[str, Any] | None, run_status: str) -> None:
     """What a stage's rows show beside its counts, added to its dict (run_view's copy):
 
     `live`: its newest sample; `rows_per_s`: a running stage's sampled rate, a finished
@@ -120,7 +124,8 @@ def _add_figures(stage: dict[str, Any], columns: dict[str, list[Any]],
     reorder buffer (the chart's peaks, and the row's maximum);
     `why`: the store's reason (a reused stage without one: the run it came from);
     `error_shown`: its own error, None when it is a copy of the run's failure line (shown
-    once, at the top).
+    once, at the top); `not_run`: why it did not run (to the end), see _not_run;
+    `blocked`: a running stage's head of line now, see head_of_line.blocked.
     """
     stage["live"] = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
     rate = None
@@ -138,6 +143,35 @@ def _add_figures(stage: dict[str, Any], columns: dict[str, list[Any]],
     copied = failure is not None and (first.startswith(failure["line"])
                                       or failure["line"].startswith(first))
     stage["error_shown"] = error if error and not copied else None
+    stage["not_run"] = _not_run(stage, failure, run_status)
+    stage["blocked"] = blocked(stage)
+
+
+def _not_run(stage: dict[str, Any], failure: dict[str, Any] | None,
+             run_status: str) -> dict[str, Any] | None:
+    """Why a stage did not run, or not to the end, as the store tells it: the root cause
+    versus its cascade. In a failed run every stage skipped was stopped by the failure
+    (the executor skips for a failure or a cancel only); the store's error names the stage.
+
+    Example: a skipped stage that took in nothing, in a run whose failure is in `features`
+    -> {"because": "failure", "stage": "features", "verb": "not run", "short": "not run:
+    features failed"}; one that took in records says "stopped: features failed"; in a
+    cancelled run, {"because": "cancel", …, "short": "not run: the run was cancelled"}.
+    None for a stage that ran, was reused, or waits in a live run.
+    """
+    if stage["status"] != "skipped" and not (stage["status"] == "pending"
+                                             and run_status in ENDED):
+        return None
+    # A stage whose thread started but took in nothing (it waited on its input) did not run.
+    verb = "stopped" if stage.get("records_in") else "not run"
+    if run_status == "cancelled":
+        return {"because": "cancel", "stage": None, "verb": verb,
+                "short": f"{verb}: the run was cancelled"}
+    cause = failure["stage"] if failure else None
+    if cause and cause != stage["name"]:
+        return {"because": "failure", "stage": cause, "verb": verb,
+                "short": f"{verb}: {cause} failed"}
+    return None
 
 
 def _peak(columns: dict[str, list[Any]], name: str, recorded: int | None = None) -> int | None:

@@ -40,7 +40,8 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> d
 
     Returns:
         {"width", "height", "label", "rows": [{name, status, y, bar: {x, w, state,
-        seconds} | None, waits: [{x, w, state, seconds}], note: {x, anchor, text} | None}],
+        seconds} | None, waits: [{x, w, state, seconds}], note: {x, anchor, text} | None,
+        because: "failure" | "cancel" | None (why it did not run)}],
         "ticks": [{x, text, anchor}], "states": {state: words}, "starts": {stage: t0},
         "span": seconds} (the charts start each stage's steps at its start, and show the
         run's span).
@@ -57,8 +58,10 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> d
     rows = []
     for i, stage in enumerate(run["stages"]):
         t0, t1 = stage["t0"], stage["t1"] or (end if stage["status"] == "running" else None)
+        not_run = stage.get("not_run") or {}
         row: dict[str, Any] = {"name": stage["name"], "status": stage["status"], "y": i * ROW,
-                               "bar": None, "waits": [], "note": None}
+                               "bar": None, "waits": [], "note": None,
+                               "because": not_run.get("because")}
         state = _state(stage["status"], ended)
         if state == "reused":
             t0 = t1 = stage["t1"] or stage["t0"]  # now-seconds, about 0: a mark
@@ -116,10 +119,11 @@ def _ticks(span: float) -> list[tuple[float, int]]:
 
 
 def _note(stage: dict[str, Any], state: str | None) -> str | None:
-    """What a stage that did not run now says beside its row: the store's reason."""
+    """What a stage that did not run now says beside its row: the store's reason (else
+    page_data's `not_run`: that another stage's failure stopped it, or a cancel)."""
     if state not in ("reused", "notrun"):
         return None
-    reason = stage.get("reason")
+    reason = stage.get("reason") or (stage.get("not_run") or {}).get("short")
     if reason:
         return str(reason)
     if state == "reused":

@@ -151,6 +151,18 @@ class LocalRunner(Runner):
             return self._executor().submit(task, block)
         return self._executor().submit(run_marked, task, block, self._markers, attempt)
 
+    def running(self, handle: _Job) -> tuple[int, str | None, float | None]:
+        """In process mode the block's marker says which worker runs it (its pid) and since
+        when (the marker's time); none while the block waits in the pool's queue."""
+        if self.mode != "process":
+            return handle.attempt, None, None
+        found = marker(self._markers, handle.task.stage, handle.block.index, handle.attempt)
+        try:
+            pid, since = found.read_text(), found.stat().st_mtime
+        except OSError:  # not started yet (or just finished)
+            return handle.attempt, None, None
+        return handle.attempt, f"pid {pid}" if pid else None, since
+
     def wait(self, handles: list[_Job]) -> list[tuple[_Job, BlockResult]]:
         while True:
             wait_for_futures([j.future for j in handles], return_when=FIRST_COMPLETED)

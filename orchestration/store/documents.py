@@ -116,6 +116,9 @@ def _stage(tried: list[Row[Any]], details: _Details) -> dict[str, Any]:
         "cached_from": last.cached_from,
         "params": last.params,
         "reason": last.reason,
+        # the stage it reads (the plan's source, kept in its cache key's parts): the edges
+        # of the run page's graph; None for a stage that reads files
+        "source": ((last.key_parts or {}).get("reads") or {}).get("stage"),
         "error": last.error,
         "artifacts": details.artifacts.get(last.id, []),
         "epochs": details.epochs.get(last.id, []),

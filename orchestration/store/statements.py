@@ -14,7 +14,9 @@ __all__ = ["EPOCHS", "EXISTS", "HISTORY", "OVERALL_METRICS", "PREVIOUS", "SAMPLE
 
 # A sample's columns, in the order sample rows are read (the charts' columns).
 SAMPLE_COLUMNS = ("t", "records_done", "rows_per_s", "waited_input", "waited_output",
-                  "in_flight", "reorder_held")
+                  "in_flight", "reorder_held", "watermark", "seq_done", "held_records",
+                  "held_bytes", "blocker_block", "blocker_seq", "blocker_attempt",
+                  "blocker_worker", "blocker_seconds")
 
 
 def _stamp() -> tuple[Any, Any]:

@@ -210,6 +210,18 @@ samples = Table(
     Column("waited_output", Float),
     Column("in_flight", Integer),
     Column("reorder_held", Integer),
+    # Revision 6: head of line, the reorder buffer's state as sampled (HeadOfLine): the seq
+    # released in order, the highest finished, the results held (records, bytes) and the
+    # block they wait for (index, first seq, attempt, worker, seconds it has run).
+    Column("watermark", BigInteger),
+    Column("seq_done", BigInteger),
+    Column("held_records", BigInteger),
+    Column("held_bytes", BigInteger),
+    Column("blocker_block", Integer),
+    Column("blocker_seq", BigInteger),
+    Column("blocker_attempt", Integer),
+    Column("blocker_worker", String(64)),
+    Column("blocker_seconds", Float),
     Index(None, "stage_run_id", "t"),
 )
 

@@ -295,7 +295,8 @@ class RunWriter:
 
         Args:
             batch: dicts of stage_run_id, t (Unix seconds), records_done, rows_per_s,
-                waited_input, waited_output, in_flight, reorder_held.
+                waited_input, waited_output, in_flight, reorder_held, and the head of line
+                (watermark, seq_done, held_records, held_bytes, blocker_*: None where unknown).
         """
         if batch:
             with writing(self.engine) as conn:

@@ -90,6 +90,22 @@ def test_timeline_draws_five_states_and_notes_for_stages_that_did_not_run():
     assert set(drawn["states"]) == {"working", "input", "output", "reused", "notrun"}
 
 
+def test_a_stage_a_failure_stopped_is_marked_apart_from_one_a_cancel_stopped():
+    because = {"because": "failure", "stage": "work", "verb": "not run",
+               "short": "not run: work failed"}
+    stages = [_stage("work", "failed"),
+              _stage("batches", "skipped", reason="not run: upstream `work` failed",
+                     not_run=because),
+              _stage("model", "pending", t0=None, t1=None, seconds=None, not_run=because),
+              _stage("late", "skipped", reason="not run to the end: the run was cancelled "
+                     "(SIGINT)", not_run={**because, "because": "cancel", "stage": None})]
+    rows = {r["name"]: r for r in timeline(_run(stages, "failed"), {})["rows"]}
+    assert [rows[n]["because"] for n in ("work", "batches", "model", "late")] == [
+        None, "failure", "failure", "cancel"]
+    assert rows["batches"]["note"]["text"] == "not run: upstream `work` failed"  # the store's
+    assert rows["model"]["note"]["text"] == "not run: work failed"  # no reason stored
+
+
 def test_a_cached_stage_without_a_reason_names_the_run_it_came_from():
     stages = [_stage("read", "cached", cached_from="first")]
     assert timeline(_run(stages), {})["rows"][0]["note"]["text"] == "reused from run first"
@@ -119,8 +135,10 @@ def test_rates_show_three_significant_digits(value, shown):
 
 def test_thinned_samples_keep_the_peaks(monkeypatch):
     monkeypatch.setattr(series, "MAX_POINTS", 10)
-    rows = [(float(t), t, 1.0, 0.0, 0.0, 6 if t == 13 else 1, 4 if t == 2 else 0)
-            for t in range(40)]
+    head = len(series.COLUMNS) - 7  # the head of line's columns: their newest, as any counter
+    rows = [(float(t), t, 1.0, 0.0, 0.0, 6 if t == 13 else 1, 4 if t == 2 else 0,
+             10 * t, *[None] * (head - 1)) for t in range(40)]
     shown = series._thinned(rows)
     assert len(shown["t"]) == 10 and shown["t"][-1] == 39.0
     assert max(shown["in_flight"]) == 6 and max(shown["reorder_held"]) == 4
+    assert shown["watermark"][-1] == 390 and shown["blocker_seq"] == [None] * 10

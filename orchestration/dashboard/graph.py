@@ -1,0 +1,149 @@
+"""The pipeline as a graph on the run page: stages as boxes by status, records on the edges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seqline.orchestration.dashboard.units import count
+from seqline.orchestration.store.statuses import RAN
+
+__all__ = ["LAYOUTS", "graph", "node_words"]
+
+# Two layouts of the same boxes, in SVG user units (1 unit = 1 CSS px at full size):
+# `across` (stages left to right) for wide screens, `down` (top to bottom) for phones and for
+# pipelines too long to go across. Boxes are wide enough for ~20 characters of 12 px text.
+LAYOUTS = {
+    "across": {"box_w": 150, "box_h": 46, "gap_main": 56, "gap_cross": 14},
+    "down": {"box_w": 230, "box_h": 40, "gap_main": 30, "gap_cross": 14},
+}
+PAD = 6  # room around the boxes, for their outlines
+# Wider than this, `across` would shrink its text below ~9 px on a 800 px screen: such a
+# pipeline is drawn `down` at every width.
+ACROSS_MAX_WIDTH = 1200
+# Characters of text that fit a box's width: 12 px bold names ~7.2 px per character, 11 px
+# notes ~6.2 (system-ui); longer ones end in "…" and the box's tooltip holds the whole.
+NAME_PX, NOTE_PX = 7.2, 6.2
+
+
+def graph(stages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Boxes and edges for the run page's SVG, from the run's stage rows (run_view's, with
+    `not_run` added: page_data._add_figures).
+
+    A stage's layer is one after the stage it reads (`source`, the plan's, kept with its
+    row); a stage reading files starts a layer 0. A stage reads one stage, so every edge
+    joins neighbouring layers and runs in the gap between them: it never crosses a box.
+    The edge into a stage is labelled with the
+    records that stage took in (its table's "in": records_in, or the newest sample's
+    records done while it runs); an edge into a stage that did not run has none.
+
+    Example: stages read → features (source read, 1,461 in) give boxes at layers 0 and 1 and
+    one edge {"from": "read", "to": "features", "label": "1,461"}.
+
+    Returns:
+        {"nodes": [{name, status, look, words, title, layer, pos}], "edges": [{from, to,
+        label, look}], "across": layout | None (too wide), "down": layout}; a layout is
+        {"width", "height", "boxes": {name: {x, y, w, h}}, "paths": [{d, label_x, label_y,
+        anchor}]} (paths in the order of `edges`).
+    """
+    names = {s["name"] for s in stages}
+    layer: dict[str, int] = {}
+    nodes, edges = [], []
+    per_layer: dict[int, int] = {}
+    for stage in stages:
+        source = stage.get("source")
+        at = layer[source] + 1 if source in layer else 0
+        layer[stage["name"]] = at
+        pos = per_layer.get(at, 0)
+        per_layer[at] = pos + 1
+        words, look = node_words(stage)
+        nodes.append({"name": stage["name"], "status": stage["status"], "look": look,
+                      "words": words, "title": _title(stage, words), "layer": at, "pos": pos})
+        if source in names:
+            edges.append({"from": source, "to": stage["name"], "label": _passed(stage),
+                          "look": "notrun" if look in ("notrun", "because-failure") else look})
+    across = _layout(nodes, edges, "across")
+    return {"nodes": nodes, "edges": edges, "down": _layout(nodes, edges, "down"),
+            "across": across if across["width"] <= ACROSS_MAX_WIDTH else None}
+
+
+def node_words(stage: dict[str, Any]) -> tuple[str, str]:
+    """A box's second line (its status; a running stage held back by one block says which
+    seq) and how it is drawn: `ran` (solid, its status' colour), `reused`
+    (dashed outline), `because-failure` (hatched, outlined in the failure's colour: did not
+    run because another stage failed), `notrun` (hatched: a cancel, or not yet).
+
+    Example: a skipped stage whose `not_run` is {"because": "failure", "short": "not run:
+    features failed"} -> ("not run: features failed", "because-failure").
+    """
+    status = stage["status"]
+    not_run = stage.get("not_run")
+    if not_run:
+        return not_run["short"], "because-failure" if not_run["because"] == "failure" \
+            else "notrun"
+    if status == "cached":
+        return "reused", "reused"
+    if status in ("skipped", "pending"):
+        return "not run" if status == "skipped" else "pending", "notrun"
+    blocked = stage.get("blocked")
+    if blocked:  # a running stage whose output waits on one block
+        return f"blocked on seq {count(blocked['seq'])}", "ran"
+    return str(status), "ran"
+
+
+def _title(stage: dict[str, Any], words: str) -> str:
+    """The box's tooltip: its whole name, its state and why (the store's reason)."""
+    why = stage.get("why") or stage.get("reason")
+    return f"{stage['name']}: {words}" + (f" ({why})" if why and why != words else "")
+
+
+def _passed(stage: dict[str, Any]) -> str:
+    """The records a stage took in, as its table's "in" column shows them."""
+    if stage["status"] not in (*RAN, "cached"):
+        return ""
+    done = stage.get("records_in")
+    if done is None:
+        done = (stage.get("live") or {}).get("records_done")
+    return count(done)
+
+
+def _layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]],
+            direction: str) -> dict[str, Any]:
+    """Where every box and edge goes: layers along the main axis (x across, y down), stages
+    of one layer side by side along the other."""
+    size = LAYOUTS[direction]
+    w, h, main, cross = size["box_w"], size["box_h"], size["gap_main"], size["gap_cross"]
+    across = direction == "across"
+    boxes = {}
+    for n in nodes:
+        step_main = (w if across else h) + main
+        step_cross = (h if across else w) + cross
+        a, b = PAD + n["layer"] * step_main, PAD + n["pos"] * step_cross
+        boxes[n["name"]] = {"x": a if across else b, "y": b if across else a, "w": w, "h": h,
+                            "name": _fit(n["name"], w, NAME_PX),
+                            "words": _fit(n["words"], w, NOTE_PX)}
+    paths = [_path(boxes[e["from"]], boxes[e["to"]], across) for e in edges]
+    right = max((b["x"] + b["w"] for b in boxes.values()), default=0)
+    bottom = max((b["y"] + b["h"] for b in boxes.values()), default=0)
+    return {"width": round(right + PAD), "height": round(bottom + PAD), "boxes": boxes,
+            "paths": paths}
+
+
+def _path(a: dict[str, Any], b: dict[str, Any], across: bool) -> dict[str, Any]:
+    """An edge from box `a` to box `b` (the next layer) as an SVG curve, and where its label
+    goes: across, from a's right side to b's left, labelled above; down, from a's bottom to
+    b's top, labelled right of it."""
+    if across:
+        x1, y1, x2, y2 = a["x"] + a["w"], a["y"] + a["h"] / 2, b["x"], b["y"] + b["h"] / 2
+        mid = (x1 + x2) / 2
+        d = f"M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}"
+        return {"d": d, "label_x": mid, "label_y": min(y1, y2) - 5, "anchor": "middle"}
+    x1, y1, x2, y2 = a["x"] + a["w"] / 2, a["y"] + a["h"], b["x"] + b["w"] / 2, b["y"]
+    mid = (y1 + y2) / 2
+    d = f"M{x1},{y1} C{x1},{mid} {x2},{mid} {x2},{y2}"
+    return {"d": d, "label_x": max(x1, x2) + 8, "label_y": mid + 4, "anchor": "start"}
+
+
+def _fit(text: str, width: float, per_char: float) -> str:
+    """`text` cut to what fits `width` (less 16 units of padding), ending in "…" if cut."""
+    room = max(int((width - 16) / per_char), 4)
+    return text if len(text) <= room else text[:room - 1] + "…"
