@@ -23,6 +23,7 @@ from seqline.orchestration.events import (
 from seqline.orchestration.failures import error_line, error_traceback
 from seqline.orchestration.line import AssemblyLine, Belt
 from seqline.orchestration.plan import DAMAGED, RunPlan, Step
+from seqline.orchestration.run_log import RunLog
 from seqline.orchestration.runners import Runner
 from seqline.orchestration.stage_output import Tally
 from seqline.orchestration.stage_work import map_spec, run_data_stage, run_driver
@@ -105,8 +106,21 @@ def run_plan(plan: RunPlan, spec: PipelineSpec, runner: Runner, root: Folder,
     runner.publish = bus.publish  # what the engine sees (blocks in flight, retries) is told
     run = RunContext(plan, spec, root, folder, runner, AssemblyLine(folder), bus, Tally())
     bus.subscribe(run.tally)
-    bus.publish(RunStarted(run_id=plan.run_id, pipeline=spec.name, runner=runner.name,
-                           workers=runner.workers, window=runner.window,
+    # The run's log: its events until RunEnded closes it, this process's log records while
+    # the stages run (detached below whatever happens, so no handler outlives its run).
+    run_log = RunLog(folder, [s.stage for s in plan.steps], resume=plan.options.resume)
+    bus.subscribe(run_log)
+    run_log.attach()
+    try:
+        _run_steps(run)
+    finally:
+        run_log.detach()
+
+
+def _run_steps(run: RunContext) -> None:
+    plan, spec, bus = run.plan, run.spec, run.bus
+    bus.publish(RunStarted(run_id=plan.run_id, pipeline=spec.name, runner=run.runner.name,
+                           workers=run.runner.workers, window=run.runner.window,
                            resume=plan.options.resume))
     for step in plan.steps:
         bus.publish(StagePlanned(stage=step.stage, component=step.component, action=step.action,

@@ -1,8 +1,9 @@
-"""`seqline runs list|show`: what ran, read from the run store, as tables or JSON."""
+"""`seqline runs list|show|logs`: what ran, read from the run store, as tables or JSON."""
 
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -24,6 +25,7 @@ from seqline.orchestration.cli.options import (
     RootUrl,
     Store,
     Wide,
+    fail,
     no_run,
     opened,
     print_json,
@@ -36,6 +38,16 @@ __all__ = ["run_document", "runs_app"]
 
 runs_app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                        help="What ran, when, with what, and how it went (the run store).")
+
+
+class LogLevel(StrEnum):
+    """What `runs logs --level` takes: the lowest level shown."""
+
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+    critical = "critical"
 
 
 @runs_app.callback()
@@ -84,6 +96,7 @@ def show_command(
             no_run(run_id, root, store)
         if events:
             run["events"] = runs.events_of(run_id)
+        commands = [] if as_json else _commands(run, root, store, runs)
     if as_json:
         print_json(run)
         return
@@ -94,6 +107,54 @@ def show_command(
     for stage in run["stages"]:
         if stage["evaluation"]:
             _print_evaluation(out, stage["name"], stage["evaluation"], wide)
+    for command in commands:  # the dashboard's run page shows the same lines
+        out.print(f"{command.action}: {command.text}", markup=False, highlight=False)
+
+
+@runs_app.command("logs")
+def logs_command(
+    run_id: Annotated[str, typer.Argument(help="The run's id (see `seqline runs list`).")],
+    root: RootUrl = str(DEFAULT_ROOT),
+    stage: Annotated[str | None, typer.Option(
+        help="Only this stage's lines (`-`: the run's own, of no stage).")] = None,
+    level: Annotated[LogLevel | None, typer.Option(
+        help="Only lines at this level or above (error: errors only).")] = None,
+    search: Annotated[str | None, typer.Option(
+        help="Only lines holding this text (any case) in their message or traceback.")]
+        = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the lines as stored: one JSON object per line.")] = False,
+) -> None:
+    """Print a run's log (ROOT/runs/RUN_ID/log.jsonl): its stages' story and its log lines,
+    filtered as the dashboard's log page filters them."""
+    from seqline.orchestration.log_search import LogQuery, log_lines
+    from seqline.pipeline.artifacts import check_run_id, run_dir
+    from seqline.pipeline.storage import open_root
+
+    try:
+        folder = run_dir(open_root(root), check_run_id(run_id))
+    except SeqlineError as exc:
+        fail(str(exc))
+    if not (folder / "run.json").exists():
+        no_run(run_id, root)
+    query = LogQuery(stage, level.value if level else None, search)
+    found = False
+    for line in log_lines(folder):
+        found = True
+        if query.keeps(line):
+            typer.echo(json.dumps(line, ensure_ascii=False) if as_json else _log_line(line))
+    if not found:
+        fail(f"run {run_id!r} has no log: runs before seqline kept logs have none, and on "
+             "an object-store root the log is put in place when the run ends.", 1)
+
+
+def _log_line(line: dict[str, Any]) -> str:
+    """`01:02:03.456 ERROR features: message` (the traceback indented below it)."""
+    where = f" {line['stage']}:" if line.get("stage") else ""
+    text = f"{str(line.get('time') or '')[11:23]} {line.get('level')}{where} {line.get('message')}"
+    trace = line.get("traceback")
+    return text + ("\n" + "\n".join("    " + t for t in str(trace).splitlines()) if trace
+                   else "")
 
 
 def run_document(root: str, store: str | None, run_id: str) -> dict[str, Any] | None:
@@ -112,6 +173,17 @@ def run_document(root: str, store: str | None, run_id: str) -> dict[str, Any] | 
             return found
     except (SeqlineError, SQLAlchemyError):
         return None
+
+
+def _commands(run: dict[str, Any], root: str, store: str | None, runs: Any) -> list[Any]:
+    """The rerun, resume and backfill commands (orchestration.reruns), root made absolute."""
+    from seqline.orchestration.reruns import rerun_commands
+    from seqline.orchestration.schedule.launch import root_text
+    from seqline.pipeline.storage import open_root
+
+    tick = runs.schedules.tick_of_run(run["run_id"])
+    return rerun_commands(run, root_text(open_root(root)), store,
+                          tick.schedule if tick else None, tick.fire_time if tick else None)
 
 
 # What the next command needs (the id, the status) is always shown; the rest by priority.

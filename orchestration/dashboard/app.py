@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from seqline.orchestration.dashboard import json_routes, pages, seq_lookup
+from seqline.orchestration.dashboard import json_routes, pages, run_logs, seq_lookup
 from seqline.orchestration.dashboard.context import GZIPPED, Dashboard
 from seqline.orchestration.dashboard.live import Watchers
 from seqline.orchestration.dashboard.memo import LiveCache
@@ -96,7 +96,7 @@ def create_app(root: Folder | str, url: str | None = None, *, token: str | None 
                         headers={"Cache-Control": "no-store"})
 
     app = Starlette(
-        routes=[*pages.routes, *seq_lookup.routes, *json_routes.routes,
+        routes=[*pages.routes, *run_logs.routes, *seq_lookup.routes, *json_routes.routes,
                 Route("/metrics", metrics, middleware=GZIPPED),
                 Mount("/static", StaticFiles(directory=STATIC), name="static",
                       middleware=GZIPPED)],
@@ -104,5 +104,6 @@ def create_app(root: Folder | str, url: str | None = None, *, token: str | None 
                     Middleware(SafetyMiddleware, token=token)],
         exception_handlers={HTTPException: pages.http_error})
     app.state.dashboard = dashboard
+    app.state.store = url  # the store asked for, if any: the rerun commands name it
     return app
 

@@ -18,9 +18,11 @@ from seqline.orchestration.dashboard.live import Snapshot
 from seqline.orchestration.dashboard.page_data import compare_view, run_view, stage_view
 from seqline.orchestration.dashboard.schedules import schedules_view
 from seqline.orchestration.dashboard.units import FILTERS, significant
+from seqline.orchestration.reruns import RerunCommand, rerun_commands
+from seqline.orchestration.schedule.launch import root_text
 from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
 
-__all__ = ["compile_templates", "http_error", "render", "routes", "snapshot"]
+__all__ = ["commands_of", "compile_templates", "http_error", "render", "routes", "snapshot"]
 
 TEMPLATES = Path(__file__).parent / "templates"
 # Every value a page shows passes through autoescape: stage names, dead-letter text and error
@@ -84,9 +86,25 @@ def runs_page(request: Request) -> Response:
 async def run_page(request: Request) -> Response:
     """`/runs/{run_id}` (`?part=live`: only what changes while it runs)."""
     dash, run_id = dashboard_of(request), request.path_params["run_id"]
-    part = "run_live.html" if request.query_params.get("part") == "live" else "run.html"
-    return await dash.live(request, run_id, lambda: render(
-        part, **_view(dash, run_id, "run", dash.version(run_id))))
+    live = request.query_params.get("part") == "live"
+
+    def page() -> Response:
+        view = _view(dash, run_id, "run", dash.version(run_id))
+        if live:
+            return render("run_live.html", **view)
+        return render("run.html", **view, commands=commands_of(request, view["run"]))
+
+    return await dash.live(request, run_id, page)
+
+
+def commands_of(request: Request, run: dict[str, Any]) -> list[RerunCommand]:
+    """The rerun, resume and backfill commands for `run` (run_page's), as `seqline runs
+    show` prints them: the root as this dashboard reads it, the store only if one was given
+    (its password hidden)."""
+    dash = dashboard_of(request)
+    tick = dash.schedules.tick_of_run(run["run_id"])
+    return rerun_commands(run, root_text(dash.root), getattr(request.app.state, "store", None),
+                          tick.schedule if tick else None, tick.fire_time if tick else None)
 
 
 async def stage_page(request: Request) -> Response:

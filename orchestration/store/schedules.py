@@ -194,6 +194,14 @@ class ScheduleStore:
         with self.engine.connect() as conn:
             return [Tick(**r._mapping) for r in conn.execute(query)]
 
+    def tick_of_run(self, run_id: str) -> Tick | None:
+        """The tick that launched `run_id` (the newest, if a tick was relaunched), or None
+        for a run started by hand."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(ticks).where(ticks.c.run_id == run_id)
+                               .order_by(ticks.c.id.desc()).limit(1)).first()
+        return Tick(**row._mapping) if row else None
+
     def run_states(self, run_ids: list[str]) -> dict[str, str]:
         """The status of each run the store has, {run_id: status}; one not (yet) in it is
         absent (a tick's run starts after the tick is recorded)."""
