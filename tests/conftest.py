@@ -4,6 +4,7 @@ in which `make test`'s workers take the tests (decision 48)."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,7 @@ def _start_order(item: pytest.Item) -> int:
 
 
 CPU_AT_START = pytest.StashKey[float]()
+STARTED = pytest.StashKey[float]()
 
 
 def _cpu_seconds() -> float:
@@ -106,6 +108,7 @@ def _cpu_seconds() -> float:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[CPU_AT_START] = _cpu_seconds()
+    item.stash[STARTED] = time.time()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -116,6 +119,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "teardown" and CPU_AT_START in item.stash:
         spent = _cpu_seconds() - item.stash[CPU_AT_START]
         item.user_properties.append(("cpu", f"{spent:.2f}"))
+        # When and where it ran: with the kernel's process accounting (each process's
+        # parent, start and CPU), tests/tier_times.py --pacct charges every process the
+        # test started, daemons and killed workers too, to the test.
+        item.user_properties += [("pid", str(os.getpid())),
+                                 ("t0", f"{item.stash[STARTED]:.2f}"),
+                                 ("t1", f"{time.time():.2f}")]
 
 
 @pytest.hookimpl(trylast=True)  # after the other conftests have marked their tests
