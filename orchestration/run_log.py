@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -36,6 +37,9 @@ ERROR_BYTES = 2**20
 # One line's message, and its traceback, at most: a logged DataFrame is not a log line.
 MESSAGE_CHARS = 16_000
 THREAD_PREFIX = "seqline-"  # the assembly line names each stage's thread seqline-<stage>
+# Beam relays its SDK workers' log lines with the transform they ran in, and a stage's
+# transform is labelled with the stage's name: `transform_id: "features/RunStage"`.
+BEAM_TRANSFORM = re.compile(r'transform_id: "([^"]+)/')
 
 
 class RunLog(logging.Handler):
@@ -93,12 +97,7 @@ class RunLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            stage = getattr(record, "stage", None)
-            if stage not in self.stages:
-                thread = record.threadName or ""
-                named = thread.removeprefix(THREAD_PREFIX)
-                stage = named if thread.startswith(THREAD_PREFIX) and named in self.stages \
-                    else None
+            stage = self._stage_of(record)
             trace = None
             if record.exc_info and record.exc_info[0] is not None:
                 trace = logging.Formatter().formatException(record.exc_info)
@@ -107,6 +106,21 @@ class RunLog(logging.Handler):
             self._print_as_before(record)
         except Exception:  # noqa: BLE001 - logging's own rule: a handler never raises
             self.handleError(record)
+
+    def _stage_of(self, record: logging.LogRecord) -> str | None:
+        """The stage a record came from: said by the record, its thread's name, or (a Beam
+        worker's line relayed on one of Beam's threads) the transform it names."""
+        stage = getattr(record, "stage", None)
+        if stage in self.stages:
+            return str(stage)
+        thread = record.threadName or ""
+        if thread.startswith(THREAD_PREFIX) and thread[len(THREAD_PREFIX):] in self.stages:
+            return thread[len(THREAD_PREFIX):]
+        if record.name.startswith("apache_beam"):
+            found = BEAM_TRANSFORM.search(record.getMessage())
+            if found and found.group(1) in self.stages:
+                return found.group(1)
+        return None
 
     def _print_as_before(self, record: logging.LogRecord) -> None:
         """What Python printed for this record before the run's log was installed: with no

@@ -55,6 +55,14 @@ def test_run_log_attributes_records_to_the_stage_whose_thread_logged(run_log, tm
     assert lines[0]["time"].endswith("Z") and len(lines[0]["time"]) == 24  # ms, UTC
 
 
+def test_run_log_attributes_a_relayed_beam_worker_line_to_its_stage(run_log, tmp_path):
+    relayed = logging.getLogger("apache_beam.runners.portability.local_job_service")
+    relayed.warning('Worker: severity: WARN message: "slow" instruction_id: "bundle_3" '
+                    'transform_id: "features/RunStage" thread: "Thread-11"')
+    relayed.warning('Worker: message: "x" transform_id: "not-a-stage/RunStage"')
+    assert [line["stage"] for line in _lines(tmp_path)] == ["features", None]
+
+
 def test_run_log_keeps_an_exception_traceback(run_log, tmp_path):
     try:
         raise ValueError("boom")
