@@ -59,7 +59,10 @@ def root_text(root: Folder) -> str:
 
 
 def logs_folder(root: Folder, logs: Path | None) -> Path:
-    """Where the runs' RUN_ID.log files go: --logs, else ROOT/logs for a local root.
+    """Where the runs' RUN_ID.log files go: --logs, else ROOT/logs for a local root. They
+    hold each run's process output as printed (C++ lines, a crash); the run's own log, its
+    stages' story and log lines, is in its folder (log.jsonl, decision 56), and the
+    dashboard's log page shows the end of this file beside it.
 
     A log is appended to line by line while its run goes, which an object store cannot do:
     for an object-store root they stay on this machine, in $SEQLINE_HOME/logs/<root as a

@@ -4,13 +4,18 @@ when pasted into a shell."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
+
+from tests.dashboard.conftest import Server
 
 pytestmark = pytest.mark.e2e
 
@@ -127,6 +132,16 @@ def test_backfill_command_of_a_scheduled_run_works_when_pasted(tmp_path):
                   if t.startswith("backfill: ")]
     assert backfill == (f"seqline backfill daily --from 2026-11-01T08:00:00Z --to "
                         f"2026-11-01T08:00:00Z --root {tmp_path / 'root'}")
+    server = Server(tmp_path / "root")
+    try:
+        run_page = httpx.get(f"{server.url}/runs/daily-backfill-20261101T080000Z").text
+        logs = httpx.get(f"{server.url}/runs/daily-backfill-20261101T080000Z/logs").text
+    finally:
+        server.stop()
+    assert html.unescape(re.search(r'id="command-backfill">(.*?)</code>', run_page)[1]) \
+        == backfill  # the page and the terminal agree
+    process_output = tmp_path / "root" / "logs" / "daily-backfill-20261101T080000Z.log"
+    assert process_output.is_file() and f"<code class=\"raw\">{process_output}</code>" in logs
     done = pasted(backfill, tmp_path.parent)  # that fire time again: done already, said so
     assert done.returncode == 0, done.stderr
     assert "daily-backfill-20261101T080000Z" in done.stdout
