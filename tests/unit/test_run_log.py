@@ -192,3 +192,23 @@ def test_search_log_filters_by_stage_level_and_text_and_pages(tmp_path):
     assert not search_log(tmp_path / "none", LogQuery()).found
     with pytest.raises(ValueError, match="unknown level 'loud'"):
         LogQuery(level="loud")
+
+
+def test_search_log_reads_what_run_log_wrote_quotes_and_all(tmp_path):
+    """Levels and stages are read from a line's text: a message quoting JSON keys, a stage
+    name with a quote, a search for a quote or a newline still find the right lines."""
+    log = RunLog(tmp_path / "r", ['say "hi"', "read"])
+    log.write(0, logging.INFO, "x", 'say "hi"', 'a message with "level": "ERROR" in it')
+    log.write(0, logging.ERROR, "x", "read", "two\nlines \\ and a \"quote\"")
+    log.close()
+    run = tmp_path / "r"
+
+    def found(query):
+        return [(r["stage"], r["level"]) for r in search_log(run, query).rows]
+
+    assert found(LogQuery(level="error")) == [("read", "ERROR")]
+    assert found(LogQuery(stage='say "hi"')) == [('say "hi"', "INFO")]
+    assert found(LogQuery(text='"quote"')) == [("read", "ERROR")]
+    assert found(LogQuery(text="two\nlines")) == [("read", "ERROR")]
+    assert found(LogQuery(text='"level": "error"')) == [('say "hi"', "INFO")]
+    assert search_log(run, LogQuery()).stages == ['say "hi"', "read"]
