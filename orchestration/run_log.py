@@ -40,6 +40,8 @@ THREAD_PREFIX = "seqline-"  # the assembly line names each stage's thread seqlin
 # Beam relays its SDK workers' log lines with the transform they ran in, and a stage's
 # transform is labelled with the stage's name: `transform_id: "features/RunStage"`.
 BEAM_TRANSFORM = re.compile(r'transform_id: "([^"]+)/')
+# seqline's own lines name their stage first, as repr() writes it: `stage 'features': …`.
+SAID_STAGE = re.compile(r"""stage (['"])(.+?)\1[: ]""")
 
 
 class RunLog(logging.Handler):
@@ -108,14 +110,19 @@ class RunLog(logging.Handler):
             self.handleError(record)
 
     def _stage_of(self, record: logging.LogRecord) -> str | None:
-        """The stage a record came from: said by the record, its thread's name, or (a Beam
-        worker's line relayed on one of Beam's threads) the transform it names."""
+        """The stage a record came from: said by the record, its thread's name, the stage a
+        seqline line names first (a retry told on a worker pool's thread), or the transform
+        a Beam worker's line relayed on one of Beam's threads names."""
         stage = getattr(record, "stage", None)
         if stage in self.stages:
             return str(stage)
         thread = record.threadName or ""
         if thread.startswith(THREAD_PREFIX) and thread[len(THREAD_PREFIX):] in self.stages:
             return thread[len(THREAD_PREFIX):]
+        if record.name.startswith("seqline"):  # "stage 'features': …", from a pool's thread
+            said = SAID_STAGE.match(record.getMessage())
+            if said and said.group(2) in self.stages:
+                return said.group(2)
         if record.name.startswith("apache_beam"):
             found = BEAM_TRANSFORM.search(record.getMessage())
             if found and found.group(1) in self.stages:

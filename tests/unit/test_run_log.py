@@ -63,6 +63,17 @@ def test_run_log_attributes_a_relayed_beam_worker_line_to_its_stage(run_log, tmp
     assert [line["stage"] for line in _lines(tmp_path)] == ["features", None]
 
 
+def test_run_log_attributes_a_seqline_line_naming_its_stage(run_log, tmp_path):
+    def retried():  # as pipeline/tasks.py says it, on a thread pool's thread
+        logging.getLogger("seqline").warning(
+            "stage %r: the function raised on block %d (first seq %s): %s; calling it again",
+            "features", 0, 0, "ConnectionError")
+
+    _in_thread("ThreadPoolExecutor-0_0", retried)
+    logging.getLogger("userfn").warning("stage 'read': a user's line is not taken at its word")
+    assert [line["stage"] for line in _lines(tmp_path)] == ["features", None]
+
+
 def test_run_log_keeps_an_exception_traceback(run_log, tmp_path):
     try:
         raise ValueError("boom")
