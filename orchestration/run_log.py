@@ -72,7 +72,7 @@ class RunLog(logging.Handler):
         self.failure_told = False  # a stage's failure is in the log: the run's end repeats it
         self._writing = threading.Lock()  # stage threads log and publish at once
         self._file: IO[str] | None = self._open(resume)
-        self._attached = False
+        self._loggers: list[logging.Logger] = []  # where it is attached
 
     def _open(self, resume: bool) -> IO[str] | None:
         try:
@@ -88,14 +88,19 @@ class RunLog(logging.Handler):
     # -- Python logging ------------------------------------------------------------------------
 
     def attach(self) -> None:
-        """Receive every log record of this process until `detach`."""
-        logging.getLogger().addHandler(self)
-        self._attached = True
+        """Receive every log record of this process until `detach`: on the root logger, and
+        on each logger that keeps its records from it (`propagate = False`: Ray's, set up by
+        `ray.init` before the stages run), where a record stops, so none is written twice."""
+        self._loggers = [logging.getLogger(), *(
+            logger for logger in list(logging.Logger.manager.loggerDict.values())
+            if isinstance(logger, logging.Logger) and not logger.propagate)]
+        for logger in self._loggers:
+            logger.addHandler(self)
 
     def detach(self) -> None:
-        if self._attached:
-            logging.getLogger().removeHandler(self)
-            self._attached = False
+        for logger in self._loggers:
+            logger.removeHandler(self)
+        self._loggers = []
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

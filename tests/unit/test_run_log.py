@@ -74,6 +74,27 @@ def test_run_log_attributes_a_seqline_line_naming_its_stage(run_log, tmp_path):
     assert [line["stage"] for line in _lines(tmp_path)] == ["features", None]
 
 
+def test_run_log_takes_a_logger_that_keeps_its_records_from_the_root_once(tmp_path):
+    own = logging.getLogger("seqline.test_run_log.engine")  # as `ray.init` sets up "ray"
+    own.propagate = False
+    printed = logging.Handler()
+    printed.emit = lambda record: None  # type: ignore[method-assign]
+    own.addHandler(printed)
+    log = RunLog(tmp_path, ["read"])
+    try:
+        log.attach()
+        _in_thread("seqline-read", lambda: own.warning("an engine's warning"))
+        log.detach()
+        own.warning("after the run")
+    finally:
+        log.close()
+        own.removeHandler(printed)
+        own.propagate = True
+    assert [(line["stage"], line["message"]) for line in _lines(tmp_path)] == [
+        ("read", "an engine's warning")]
+    assert log not in own.handlers and log not in logging.getLogger().handlers
+
+
 def test_run_log_keeps_an_exception_traceback(run_log, tmp_path):
     try:
         raise ValueError("boom")
