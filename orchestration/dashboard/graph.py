@@ -7,7 +7,7 @@ from typing import Any
 from seqline.orchestration.dashboard.units import count
 from seqline.orchestration.store.statuses import RAN
 
-__all__ = ["LAYOUTS", "graph", "node_words"]
+__all__ = ["LAYOUTS", "LOOKS", "graph", "node_words"]
 
 # Two layouts of the same boxes, in SVG user units (1 unit = 1 CSS px at full size):
 # `across` (stages left to right) for wide screens, `down` (top to bottom) for phones and for
@@ -17,6 +17,10 @@ LAYOUTS = {
     "down": {"box_w": 230, "box_h": 40, "gap_main": 30, "gap_cross": 14},
 }
 PAD = 6  # room around the boxes, for their outlines
+# How a box is drawn (node_words), in the legend's order, with the legend's words.
+LOOKS = {"ran": "ran (its status' colour)", "reused": "reused",
+         "because-failure": "not run: another stage failed",
+         "notrun": "not run (cancelled, or not yet)"}
 # Wider than this, `across` would shrink its text below ~9 px on a 800 px screen: such a
 # pipeline is drawn `down` at every width.
 ACROSS_MAX_WIDTH = 1200
@@ -41,7 +45,8 @@ def graph(stages: list[dict[str, Any]]) -> dict[str, Any]:
 
     Returns:
         {"nodes": [{name, status, look, words, title, layer, pos}], "edges": [{from, to,
-        label, look}], "across": layout | None (too wide), "down": layout}; a layout is
+        label, look}], "across": layout | None (too wide), "down": layout, "legend": the
+        looks drawn, with their words ([{look, words}], LOOKS' order)}; a layout is
         {"width", "height", "boxes": {name: {x, y, w, h}}, "paths": [{d, label_x, label_y,
         anchor}]} (paths in the order of `edges`).
     """
@@ -63,7 +68,9 @@ def graph(stages: list[dict[str, Any]]) -> dict[str, Any]:
                           "look": "notrun" if look in ("notrun", "because-failure") else look})
     across = _layout(nodes, edges, "across")
     return {"nodes": nodes, "edges": edges, "down": _layout(nodes, edges, "down"),
-            "across": across if across["width"] <= ACROSS_MAX_WIDTH else None}
+            "across": across if across["width"] <= ACROSS_MAX_WIDTH else None,
+            "legend": [{"look": look, "words": words} for look, words in LOOKS.items()
+                       if any(n["look"] == look for n in nodes)]}
 
 
 def node_words(stage: dict[str, Any]) -> tuple[str, str]:

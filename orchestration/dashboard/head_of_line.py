@@ -42,7 +42,7 @@ def head_of_line(stage: dict[str, Any], columns: dict[str, list[Any]]) -> dict[s
         {"now": {watermark, seq_done, lag, held_records, held_bytes, held_blocks, blocker:
         blocked() or None}, "longest": {seq, block, worker, attempt, seconds} | None,
         "chart": {width, height, left, watermark, seq_done (polyline points), ticks (seq
-        axis), times (time axis)}}.
+        axis), times (time axis)} | None (fewer than 2 samples)}.
     """
     marks = columns.get("watermark") or []
     if not any(v is not None for v in [*marks, *(columns.get("seq_done") or [])]):
@@ -67,16 +67,18 @@ def _longest(columns: dict[str, list[Any]]) -> dict[str, Any] | None:
             for k in ("seq", "block", "worker", "attempt", "seconds")}
 
 
-def _chart(columns: dict[str, list[Any]]) -> dict[str, Any]:
+def _chart(columns: dict[str, list[Any]]) -> dict[str, Any] | None:
     """Polylines of the watermark and of the highest seq done over the samples that have
     them, each in steps (a sample's value holds until the next: the watermark stays flat
-    while a block holds the others back, then jumps)."""
+    while a block holds the others back, then jumps); None below two such samples."""
     times = columns.get("t") or []
     series = {k: columns.get(k) or [None] * len(times) for k in ("watermark", "seq_done")}
     known = [i for i, t in enumerate(times)
              if any(series[k][i] is not None for k in series)]
+    if len(known) < 2:
+        return None
     top = max([v for vs in series.values() for v in vs if v is not None] or [1]) or 1
-    t0, t1 = (times[known[0]], times[known[-1]]) if known else (0.0, 1.0)
+    t0, t1 = times[known[0]], times[known[-1]]
     span = max(t1 - t0, 1e-9)
 
     def x(t: float) -> float:

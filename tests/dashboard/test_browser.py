@@ -291,6 +291,31 @@ def test_screenshots_of_every_page_at_three_widths_light_and_dark(server, page, 
     assert page.problems == []
 
 
+@pytest.mark.parametrize("width", [1400, 400])
+@pytest.mark.parametrize("run_id", ["demo-a", "demo-b", "broken"])
+def test_the_graph_names_every_stage_and_fits_the_page(server, page, run_id, width):
+    """The graph shown (across on a wide screen, down on a phone) has a box per stage, its
+    name readable in it, inside the page: nothing scrolls sideways at 400 px."""
+    _show(page, server.url + f"/runs/{run_id}", width, "light")
+    stages = page.eval_on_selector_all("tr.stage-row", "rows => rows.map(r => r.dataset.stage)")
+    shown = page.locator("svg.graph:visible")
+    expect(shown).to_have_count(1)
+    assert "graph-down" in shown.get_attribute("class") if width == 400 else \
+        "graph-across" in shown.get_attribute("class")
+    for stage in stages:
+        box = shown.locator(f'g.gr-node[data-stage="{stage}"]')
+        expect(box.locator("text.gr-name")).to_have_text(stage)  # the demo's names fit whole
+        inside = box.evaluate("""g => { const r = g.getBoundingClientRect();
+            return r.left >= 0 && r.right <= innerWidth && r.height >= 30; }""")
+        assert inside, (stage, width)
+    looks = page.eval_on_selector_all("svg.graph:visible g.gr-node",
+                                      "gs => gs.map(g => g.dataset.look)")
+    if run_id == "demo-b":  # the second run reused every data stage from the first
+        assert "reused" in looks
+    assert not page.evaluate(SCROLLS_SIDEWAYS)
+    assert page.problems == []
+
+
 def test_dark_theme_follows_the_system_and_colours_the_charts(server, page):
     colours = {}
     for scheme in ("light", "dark"):

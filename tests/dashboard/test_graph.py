@@ -36,6 +36,7 @@ def test_a_line_of_stages_is_one_layer_each_with_the_records_each_took_in():
         ("read", "examples", "1,461"), ("examples", "features", "1,461"),
         ("features", "batches", "1,461"), ("batches", "model", "855"),
         ("model", "evaluation", "80")]
+    assert [k["look"] for k in drawn["legend"]] == ["ran"]  # the legend: what is drawn
     across, down = drawn["across"], drawn["down"]
     assert across is not None and across["width"] <= ACROSS_MAX_WIDTH
     assert across["height"] < 80 and down["width"] < 400  # one row; one column for phones
