@@ -260,7 +260,7 @@ def _told(event: Event) -> tuple[int, str, str | None] | None:
         return info, (f"run {event.run_id} {how}: pipeline {event.pipeline} on {event.runner}, "
                       f"{event.workers} workers, window {event.window}"), None
     if isinstance(event, StagePlanned):
-        return info, f"plan: {event.action} ({event.reason})", None
+        return info, f"plan: {event.action} — {event.reason}", None
     if isinstance(event, StageStarted):
         return info, "started", None
     if isinstance(event, StageReused):
