@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import re
 import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -17,7 +19,8 @@ import psutil
 
 from seqline.pipeline.errors import Cancelled
 
-__all__ = ["pid_alive", "scratch_dir", "sigterm_cancels", "stop_children"]
+__all__ = ["pid_alive", "pid_runs", "remove_scratch", "scratch_dir", "sigterm_cancels",
+           "stop_children", "tidy_scratch"]
 
 
 def pid_alive(pid: int) -> bool:
@@ -37,17 +40,52 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def pid_runs(pid: int, argument: str) -> bool:
+    """Whether process `pid` of this host still runs *and* is the one that was started: one
+    of its command-line arguments is `argument` (a run's id, after `--run-id`).
+
+    A pid is reused once its process is reaped (pid_max is 32768 here, and a soak starts
+    thousands of processes): a live pid alone does not say that the run it was recorded for
+    still goes. A process whose command line cannot be read is taken to be it (never call a
+    live run dead).
+
+    Example: (the pid of `seqline run … --run-id quick-1`, "quick-1") -> True; the same pid
+    reused by a Ray worker -> False.
+    """
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return argument in process.cmdline()
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
 # A Unix socket's path holds at most 107 bytes (sun_path), and an engine may put sockets
 # deep under its scratch folder: Ray's are at SCRATCH/session_<date>_<time>_<us>_<pid>/
 # sockets/plasma_store, about 65 bytes past it.
 SOCKET_PATH_MAX = 107
 
 
+# A folder's mtime against a live process's start: psutil derives the start from the boot
+# time, which /proc gives in whole seconds, so a creator may seem up to 1 s younger.
+START_CLOCK_SLACK_S = 2.0
+# The engines' kinds (RayRunner, ray_train, BeamRunner, LocalRunner): a folder of another name
+# in /tmp is never taken for a driver's, whatever digits it holds.
+SCRATCH_NAME = re.compile(r"seqline-(?:beam|ray|ray-train|workers)-(\d+)-")
+_made: set[Path] = set()  # this process's scratch folders not yet removed (see _remove_made)
+_registered: list[object] = []  # the atexit handler, once registered
+
+
 def scratch_dir(kind: str, label: str = "", socket_depth: int = 0) -> Path:
     """A new temporary folder for an engine's files while this driver runs.
 
-    Its name carries the driver's pid: a driver that is killed cannot remove its folders, so
-    each new one first removes those of drivers that are gone.
+    Its name carries the driver's pid. The driver removes it when it closes its engine, and
+    at exit if it could not (an engine that failed to start, a SIGTERM turned into an exit).
+    A driver that is SIGKILLed can remove nothing: each new folder first removes those of
+    drivers that are gone (`tidy_scratch`), as the scheduler does once a minute.
 
     Args:
         kind: the engine ("beam", "ray", "workers").
@@ -64,12 +102,70 @@ def scratch_dir(kind: str, label: str = "", socket_depth: int = 0) -> Path:
     name_length = len(f"/seqline-{kind}-{os.getpid()}-{label}-12345678")
     if socket_depth and len(str(base)) + name_length + socket_depth > SOCKET_PATH_MAX:
         base = Path("/tmp")
-    for folder in base.glob(f"seqline-{kind}-*"):
-        pid = folder.name.removeprefix(f"seqline-{kind}-").split("-", 1)[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
+    tidy_scratch()
     suffix = f"{label}-" if label else ""
-    return Path(tempfile.mkdtemp(prefix=f"seqline-{kind}-{os.getpid()}-{suffix}", dir=base))
+    folder = Path(tempfile.mkdtemp(prefix=f"seqline-{kind}-{os.getpid()}-{suffix}", dir=base))
+    if not _registered:
+        _registered.append(atexit.register(_remove_made))
+    _made.add(folder)
+    return folder
+
+
+def tidy_scratch(folders: Iterable[Path] | None = None) -> list[Path]:
+    """Remove the scratch folders (`seqline-KIND-PID-…`) of drivers that are gone.
+
+    Gone: no process has the pid, or the one that has it started after the folder was last
+    written (the pid was reused; its driver is dead). A folder of a live driver is kept.
+
+    Args:
+        folders: where to look (default: the temp folder, and /tmp where Ray's go when the
+            temp folder's path is too long for its sockets).
+
+    Returns:
+        The folders removed.
+    """
+    removed = []
+    for base in dict.fromkeys(folders or (Path(tempfile.gettempdir()), Path("/tmp"))):
+        for folder in base.glob("seqline-*"):
+            pid = _driver_pid(folder.name)
+            if pid is not None and pid != os.getpid() and _driver_gone(folder, pid):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
+
+
+def _driver_pid(name: str) -> int | None:
+    """The pid in a scratch folder's name (seqline-ray-train-123-x8k2 -> 123), or None for a
+    name this module did not make: only those are ever removed."""
+    found = SCRATCH_NAME.match(name)
+    return int(found.group(1)) if found else None
+
+
+def _driver_gone(folder: Path, pid: int) -> bool:
+    try:
+        written = folder.stat().st_mtime
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return True
+        return process.create_time() > written + START_CLOCK_SLACK_S
+    except psutil.NoSuchProcess:
+        return True
+    except (psutil.AccessDenied, OSError):  # another user's, or removed meanwhile: leave it
+        return False
+
+
+def remove_scratch(folder: Path) -> None:
+    """Remove a scratch folder now (its engine has stopped)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    _made.discard(folder)
+
+
+def _remove_made() -> None:
+    """At exit: this process's scratch folders that its engines did not remove (a forked
+    child inherits this handler, never its parent's folders)."""
+    for folder in list(_made):
+        if _driver_pid(folder.name) == os.getpid():
+            remove_scratch(folder)
 
 
 def stop_children(command_part: str, timeout: float = 1.0) -> set[int]:

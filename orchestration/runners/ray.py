@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 from seqline.orchestration.environment import worker_environment
 from seqline.orchestration.events import Subscriber
-from seqline.orchestration.processes import scratch_dir
+from seqline.orchestration.processes import remove_scratch, scratch_dir
 from seqline.orchestration.runners.base import Runner, poisoned, retry_after_death, run_windowed
 from seqline.orchestration.runners.ray_train import RayTrainLauncher
 from seqline.pipeline.blocks import Block
@@ -68,15 +67,22 @@ class RayRunner(Runner):
             if address is None and not os.environ.get("RAY_ADDRESS"):  # a Ray of our own:
                 # its sockets and logs go where we can remove them
                 self._session = scratch_dir("ray", socket_depth=RAY_SOCKET_DEPTH)
-            ray.init(address=address, num_cpus=None if address else workers,
-                     include_dashboard=False,
-                     # Ray's own warnings (token authentication, …) only with -v
-                     logging_level=logging.WARNING if verbose else logging.ERROR,
-                     # the workers' output (Ray Train's and TensorFlow's lines, a user's
-                     # prints) relayed with Ray's own prefixes: only with -v
-                     log_to_driver=verbose,
-                     runtime_env=runtime_env,
-                     _temp_dir=str(self._session) if self._session else None)
+            try:
+                ray.init(address=address, num_cpus=None if address else workers,
+                         include_dashboard=False,
+                         # Ray's own warnings (token authentication, …) only with -v
+                         logging_level=logging.WARNING if verbose else logging.ERROR,
+                         # the workers' output (Ray Train's and TensorFlow's lines, a user's
+                         # prints) relayed with Ray's own prefixes: only with -v
+                         log_to_driver=verbose,
+                         runtime_env=runtime_env,
+                         _temp_dir=str(self._session) if self._session else None)
+            except BaseException:
+                # Ray did not start (its GCS timed out under load), or a SIGTERM came while
+                # it started (ray.init makes SIGTERM an exit): no one would close() this
+                # runner, and its folder would outlive the driver (soak finding 7).
+                self.close()
+                raise
         self._aborted = False
         # train `workers: N` runs on this Ray through Ray Train (the executor hands it to
         # driver stages in their StageContext)
@@ -148,5 +154,5 @@ class RayRunner(Runner):
         """Stop the Ray this runner started (and remove its folder); leave a cluster be."""
         if self._session is not None:
             self._ray.shutdown()
-            shutil.rmtree(self._session, ignore_errors=True)
+            remove_scratch(self._session)
             self._session = None

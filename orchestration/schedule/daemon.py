@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from sqlalchemy.exc import OperationalError
 
+from seqline.orchestration.processes import pid_runs, tidy_scratch
 from seqline.orchestration.schedule.launch import Launcher
 from seqline.orchestration.schedule.runs import launch_tick, run_going
 from seqline.orchestration.schedule.ticks import decide, due_fire_times, first_after
@@ -27,6 +29,13 @@ __all__ = ["LEASE_TTL", "LeaseLost", "Scheduler"]
 # dead holder's lease is taken at once (its pid is gone).
 LEASE_TTL = timedelta(seconds=30)
 RENEW_EVERY = timedelta(seconds=5)
+# The scheduler outlives the runs it starts: it removes the scratch folders of drivers that
+# were SIGKILLed (nothing in them could) this often, so none waits for the next run to go.
+TIDY_EVERY_S = 60.0
+# Why a tick fails whose run never recorded itself, found after whoever launched it (a killed
+# scheduler, a backfill) could no longer collect the exit code: only the pid's end is known.
+ENDED_UNRECORDED = ("its run process ended before recording the run {run_id} in the run store; "
+                    "its exit code is not known (see its log)")
 
 
 class LeaseLost(SeqlineError):
@@ -100,6 +109,7 @@ class Scheduler:
         at = at or self.clock()
         self._renew(at)
         self._settle_exited()  # what the last pass could not record (the store was away)
+        self._settle_vanished()  # what a killed predecessor launched and could not collect
         self.store.reap_interrupted()  # a run whose driver died no longer counts as going
         pending = self.schedules.ticks_with_status((TickStatus.launching, TickStatus.queued))
         for tick in pending:
@@ -126,8 +136,12 @@ class Scheduler:
             interval: seconds between passes (1 s: a tick starts within about a second).
         """
         self.acquire()
+        tidied = float("-inf")
         try:
             while not stop.is_set():
+                if time.monotonic() - tidied >= TIDY_EVERY_S:
+                    tidy_scratch()
+                    tidied = time.monotonic()
                 try:
                     self.tick_once()
                 except OperationalError as exc:  # the database away a moment: try again;
@@ -163,6 +177,25 @@ class Scheduler:
                 self.log(f"{tick.schedule}: tick {iso(tick.fire_time)} failed: {reason}")
             self.launched.pop(run_id, None)  # recorded (or not needed): else the next pass
             del self.exited[run_id]
+
+    def _settle_vanished(self) -> None:
+        """A `launched` tick of this host whose run process is gone without recording the
+        run fails with the reason (a scheduler killed before it collected the exit code left
+        it so); else it would claim a run that no one can find or resume.
+
+        Its own launches are left to `reap` (which knows the exit code). The process counts
+        as the run's only while it still names the run id: its pid may have been reused.
+        """
+        for tick in self.schedules.launched_without_run(HOST):
+            run_id = tick.run_id
+            if run_id is None or tick.pid is None or run_id in self.launched or \
+                    pid_runs(tick.pid, run_id):
+                continue
+            if self.schedules.run_states([run_id]):  # it recorded itself as the pid ended
+                continue
+            reason = ENDED_UNRECORDED.format(run_id=run_id)
+            self.schedules.update_tick(tick.id, status=TickStatus.failed, reason=reason)
+            self.log(f"{tick.schedule}: tick {iso(tick.fire_time)} failed: {reason}")
 
     def wakeup(self) -> datetime | None:
         """The earliest next fire time known after the last pass (None: nothing to come).

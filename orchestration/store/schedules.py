@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy import Engine, delete, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from seqline.orchestration.store.engine import writing
 from seqline.orchestration.store.errors import LeaseHeld, ScheduleExists, ScheduleNotFound
 from seqline.orchestration.store.rows import insert_ignoring, iso, now
+from seqline.orchestration.store.statuses import TickStatus
 from seqline.orchestration.store.tables import runs, scheduler_lease, schedules, ticks
 
 __all__ = ["Schedule", "ScheduleStore", "Tick"]
@@ -201,6 +202,23 @@ class ScheduleStore:
             row = conn.execute(select(ticks).where(ticks.c.run_id == run_id)
                                .order_by(ticks.c.id.desc()).limit(1)).first()
         return Tick(**row._mapping) if row else None
+
+    def launched_without_run(self, host: str) -> list[Tick]:
+        """The `launched` ticks started on `host` whose run is not in the store, oldest first.
+
+        A run records itself a second or two after its process starts; one that never does
+        died starting (a full disk, a store that refused the write). The scheduler asks this
+        of ticks a killed predecessor launched, whose exit it cannot collect.
+
+        Args:
+            host: the machine whose ticks to look at (pids mean nothing elsewhere).
+        """
+        recorded = exists(select(runs.c.run_id).where(runs.c.run_id == ticks.c.run_id))
+        query = (select(ticks).where(ticks.c.status == TickStatus.launched,
+                                     ticks.c.host == host, ~recorded)
+                 .order_by(ticks.c.fire_time, ticks.c.id))
+        with self.engine.connect() as conn:
+            return [Tick(**r._mapping) for r in conn.execute(query)]
 
     def run_states(self, run_ids: list[str]) -> dict[str, str]:
         """The status of each run the store has, {run_id: status}; one not (yet) in it is
