@@ -1,11 +1,13 @@
-"""What every handler needs: the artifact root, the store's reads, the live watchers."""
+"""What every handler needs: the artifact root, the store's reads, the live watchers; and
+the runs page's data (a page of runs, its grid, the filters), which is all reads."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -18,9 +20,10 @@ from seqline.orchestration.dashboard.live import Watchers
 from seqline.orchestration.dashboard.memo import LiveCache, Memo
 from seqline.orchestration.dashboard.series import SampleCache
 from seqline.orchestration.store import RunReader, ScheduleStore
+from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
 from seqline.pipeline.storage import Folder
 
-__all__ = ["GZIPPED", "Dashboard", "dashboard_of", "page_number"]
+__all__ = ["GRID_RUNS", "GZIPPED", "Dashboard", "dashboard_of", "page_number", "runs_view"]
 
 # Gzip for the routes whose answers are made per request (HTML, JSON and the vendored
 # scripts shrink 3-4x). Not an app-wide middleware: the live pages keep their gzipped bytes
@@ -29,6 +32,8 @@ __all__ = ["GZIPPED", "Dashboard", "dashboard_of", "page_number"]
 GZIPPED = [Middleware(GZipMiddleware, minimum_size=1024)]
 
 T = TypeVar("T")
+GRID_RUNS = 20  # columns of the runs × stages grid: enough history to see a pattern
+FILTERS = ("pipeline", "status", "trigger")  # the runs page's, kept in its links
 # A page of a run nobody watches live (an ended run, mostly) changes only when another run of
 # its pipeline shows up in its history: fifty people opening it within 2 s cost one render.
 # A live page is refreshed by its stream anyway.
@@ -126,3 +131,33 @@ def page_number(request: Request, name: str) -> int:
     """A 0-based page number from the query string; anything else is page 0."""
     raw = request.query_params.get(name, "0")
     return int(raw) if raw.isdigit() and len(raw) < 9 else 0
+
+
+def runs_view(dash: Dashboard, query: Mapping[str, str]) -> dict[str, Any]:
+    """What the runs page shows: a page of runs (RunReader.runs_page, 50 newest first), the
+    grid of its first GRID_RUNS runs × stages, the filters, and links to the pages of older
+    and newer runs that keep the filters (`?older=RUN_ID`, `?newer=RUN_ID`). Four reads at
+    most, whatever the number of runs in the store.
+
+    Args:
+        dash: the server's state.
+        query: the address's query: pipeline, status, trigger, older or newer, part.
+
+    Raises:
+        HTTPException: 404 for an unknown status or trigger.
+    """
+    chosen = {k: query.get(k) or None for k in FILTERS}
+    if chosen["status"] not in (None, *RUN_STATUSES) or chosen["trigger"] not in (
+            None, *TRIGGERS):
+        raise HTTPException(404, "unknown status or trigger")
+    page = dash.reader.runs_page(pipeline=chosen["pipeline"], status=chosen["status"],
+                                 trigger=chosen["trigger"], older=query.get("older") or None,
+                                 newer=query.get("newer") or None)
+    kept = {k: v for k, v in chosen.items() if v}
+    links = {key: f"/?{urlencode({**kept, key: page[key]})}" if page[key] else None
+             for key in ("older", "newer")}
+    return {"runs": page["runs"], "grid": dash.reader.grid(
+        [r["run_id"] for r in page["runs"][:GRID_RUNS]]), "chosen": chosen,
+        "pipelines": dash.reader.pipelines(), "statuses": RUN_STATUSES, "triggers": TRIGGERS,
+        "part": query.get("part"), "older": links["older"], "newer": links["newer"],
+        "paged": True}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -23,13 +24,21 @@ def _json(data: Any) -> JSONResponse:
 
 
 def runs(request: Request) -> JSONResponse:
-    """`/api/runs?pipeline=&status=&trigger=&limit=`: as `seqline runs list --json`."""
+    """`/api/runs?pipeline=&status=&trigger=&limit=&older=&newer=`: as `seqline runs list
+    --json`, a page at a time: the body stays the list, and a Link header (RFC 8288, as
+    GitHub's API pages) names the next (older) and previous (newer) pages."""
     q = request.query_params
     limit = q.get("limit", "50")
-    return _json(dashboard_of(request).reader.list_runs_shown(
+    size = min(int(limit), 1000) if limit.isdigit() and int(limit) > 0 else 50
+    page = dashboard_of(request).reader.runs_page(
         pipeline=q.get("pipeline") or None, status=q.get("status") or None,
-        trigger=q.get("trigger") or None,
-        limit=min(int(limit), 1000) if limit.isdigit() and int(limit) > 0 else 50))
+        trigger=q.get("trigger") or None, older=q.get("older") or None,
+        newer=q.get("newer") or None, limit=size)
+    kept = {k: q[k] for k in ("pipeline", "status", "trigger", "limit") if q.get(k)}
+    links = [f'</api/runs?{urlencode({**kept, key: page[key]})}>; rel="{rel}"'
+             for key, rel in (("older", "next"), ("newer", "prev")) if page[key]]
+    return JSONResponse(page["runs"], headers={"Cache-Control": "no-store",
+                                               **({"Link": ", ".join(links)} if links else {})})
 
 
 def run(request: Request) -> JSONResponse:

@@ -17,28 +17,31 @@ from seqline.orchestration.store.documents import (
 )
 from seqline.orchestration.store.engine import make_engine
 from seqline.orchestration.store.errors import RunNotFound
+from seqline.orchestration.store.keyset import runs_page
 from seqline.orchestration.store.liveness import INTERRUPTED, STAGE_INTERRUPTED, shown_status
 from seqline.orchestration.store.rows import iso
 from seqline.orchestration.store.statements import (
     EPOCHS,
     EXISTS,
     HISTORY,
+    LAST_SUCCEEDED,
     OVERALL_METRICS,
+    PIPELINE_NAMES,
     PREVIOUS,
     SAMPLES,
     SAMPLES_AFTER,
     STAGE_STATUSES,
     STAMP,
 )
-from seqline.orchestration.store.statuses import RunStatus, StageStatus
+from seqline.orchestration.store.statuses import StageStatus
 from seqline.orchestration.store.tables import RUN_STATUSES, runs, samples, stage_runs
 from seqline.orchestration.store.totals import Totals, read_totals
 from seqline.pipeline.errors import ConfigError
 
-__all__ = ["RunReader", "Totals"]
+__all__ = ["RUNS_PAGE", "RunReader", "Totals"]
 
-# A status a stale `running` row may show as: a filter for either reads both kinds of row.
-_LIVE = (RunStatus.running, RunStatus.interrupted)
+# Runs on a page of the runs list: a screenful or two, as Airflow's and Dagster's lists page.
+RUNS_PAGE = 50
 
 
 class RunReader:
@@ -148,23 +151,38 @@ class RunReader:
     def list_runs_shown(self, *, pipeline: str | None = None, status: str | None = None,
                         trigger: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """As `list_runs`, each status as shown (a stale `running` run is `interrupted`, with
-        the reaper's error), filtered by the status shown and by trigger."""
-        query = _newest_first(pipeline, trigger)
-        if status in _LIVE:  # either may be a running row gone stale
-            query = query.where(runs.c.status.in_(_LIVE))
-        elif status:
-            query = query.where(runs.c.status == status)
-        found = []
-        with self.engine.connect() as conn:  # a few stale rows at most per status asked
-            for row in conn.execute(query.limit(limit * 4 if status in _LIVE else limit)):
-                summary = run_summary(row)
-                summary["status"] = shown_status(row.status, row.heartbeat, row.started,
-                                                 row.host, row.pid)
-                if summary["status"] != row.status:
-                    summary["error"] = INTERRUPTED
-                if not status or summary["status"] == status:
-                    found.append(summary)
-        return found[:limit]
+        the reaper's error), filtered by the status shown and by trigger: `runs_page`'s
+        first page."""
+        return self.runs_page(pipeline=pipeline, status=status, trigger=trigger,
+                              limit=limit)["runs"]
+
+    def runs_page(self, *, pipeline: str | None = None, status: str | None = None,
+                  trigger: str | None = None, older: str | None = None,
+                  newer: str | None = None, limit: int = RUNS_PAGE) -> dict[str, Any]:
+        """A page of the runs list: newest first, statuses as shown, paged by a run id
+        (keyset) rather than an offset, so a deep page costs what the first does and a run
+        that starts meanwhile shifts no run onto the next page twice.
+
+        Args:
+            pipeline: only this pipeline's runs.
+            status: only runs shown in this status.
+            trigger: only runs started so.
+            older: a run id: the runs listed after it (the next page).
+            newer: a run id: the runs listed before it (the previous page); a run id the
+                store no longer has, or too near the top to fill a page, gives the first.
+            limit: runs on a page.
+
+        Returns:
+            {"runs": list_runs_shown's dicts, "older": the id to pass as `older` for the
+            next page (None: this is the last), "newer": the id to pass as `newer` for the
+            previous page (None: this is the first)}.
+
+        Example: 120 runs, limit 50: the first page's "older" is its 50th run's id; that
+        page's "newer" is its first run's id, its "older" the 100th run's.
+        """
+        with self.engine.connect() as conn:
+            return runs_page(conn, {"pipeline": pipeline, "status": status,
+                                    "trigger": trigger}, older=older, newer=newer, limit=limit)
 
     def run_page(self, run_id: str) -> dict[str, Any] | None:
         """`show_run`'s document as shown, plus exact times: each stage and the run gain
@@ -233,21 +251,14 @@ class RunReader:
     def last_succeeded_before(self, run_id: str) -> str | None:
         """The newest succeeded run of the same pipeline started before `run_id` (what a
         stage's data profile is compared with); None when there is none."""
-        this = select(runs.c.pipeline, runs.c.started).where(runs.c.run_id == run_id).subquery()
-        query = (select(runs.c.run_id).join(this, runs.c.pipeline == this.c.pipeline)
-                 .where(runs.c.status == RunStatus.succeeded,
-                        (runs.c.started < this.c.started)
-                        | ((runs.c.started == this.c.started) & (runs.c.run_id < run_id)))
-                 .order_by(runs.c.started.desc(), runs.c.run_id.desc()).limit(1))
         with self.engine.connect() as conn:
-            found: str | None = conn.execute(query).scalar()
+            found: str | None = conn.execute(LAST_SUCCEEDED, {"run_id": run_id}).scalar()
         return found
 
     def pipelines(self) -> list[str]:
         """Every pipeline name with a run, sorted (the runs page's filter)."""
         with self.engine.connect() as conn:
-            return list(conn.execute(select(runs.c.pipeline).distinct()
-                                     .order_by(runs.c.pipeline)).scalars())
+            return list(conn.execute(PIPELINE_NAMES).scalars())
 
     def grid(self, run_ids: list[str]) -> dict[str, Any]:
         """Recent runs × stages (Airflow's grid): each cell the stage's latest attempt.
