@@ -310,6 +310,7 @@ ticks = Table(
     # recorded once per schedule and trigger (a backfill may run a fire time the schedule ran).
     UniqueConstraint("schedule", "fire_time", "trigger"),
     Index(None, "status"),  # the scheduler's each-second look for launching and queued ticks
+    Index(None, "run_id"),  # revision 7: the tick of a run (its page's rerun line)
 )
 
 scheduler_lease = Table(
