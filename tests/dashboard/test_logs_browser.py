@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from tests.conftest import REPO
+
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+SHOTS = REPO / "build" / "screenshots"  # as test_browser.py's: for people, not the repo
 
 
 def test_errors_only_is_one_click_from_a_failed_run(server, page):
@@ -16,7 +20,8 @@ def test_errors_only_is_one_click_from_a_failed_run(server, page):
     expect(page.locator("table.log tbody tr")).to_contain_text("bad record")
     assert page.url.endswith("/runs/broken/logs?level=error")
     page.click("#all-levels")
-    assert page.locator("table.log tbody tr").count() > 1
+    page.wait_for_url(server.url + "/runs/broken/logs")
+    expect(page.locator("table.log tbody tr")).to_have_count(5)  # started, plan, error, ...
     page.select_option("select[name=stage]", "read")
     page.fill("input[name=q]", "started")
     page.click("form.filters button")
@@ -32,4 +37,21 @@ def test_log_page_does_not_scroll_sideways_at_400_px(server, page):
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     page.locator("details.traceback summary").first.click()
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.problems == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [1400, 800, 400])
+def test_screenshots_of_the_log_page_at_three_widths_light_and_dark(server, page, width,
+                                                                     scheme):
+    """For people to look at (build/screenshots/, never the repo); a phone never scrolls
+    sideways, a traceback open or not."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.emulate_media(color_scheme=scheme)
+    for name, path in {"logs": "/runs/broken/logs", "logs-demo": "/runs/demo-a/logs",
+                       "logs-errors": "/runs/broken/logs?level=error"}.items():
+        page.goto(server.url + path)
+        page.screenshot(path=str(SHOTS / f"{name}-{width}-{scheme}.png"), full_page=True)
+        assert not page.evaluate("document.documentElement.scrollWidth > innerWidth"), name
     assert page.problems == []

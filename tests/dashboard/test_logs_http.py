@@ -16,8 +16,8 @@ pytestmark = pytest.mark.e2e
 
 def _rows(page: str) -> list[tuple[str, str, str]]:
     """(level, stage, message) of each line the page shows."""
-    found = re.findall(r'<tr class="lv-(\w+)">.*?<td>(?:<a [^>]*>(.*?)</a>)?</td>\s*<td><code '
-                       r'class="raw[^"]*">(.*?)</code>', page, re.S)
+    found = re.findall(r'<tr class="lv-(\w+)">.*?<td>(?:<a [^>]*>(.*?)</a>)?</td>\s*<td><span '
+                       r'class="msg[^"]*">(.*?)</span>', page, re.S)
     return [(level, html.unescape(stage), html.unescape(message))
             for level, stage, message in found]
 
