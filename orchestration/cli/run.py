@@ -152,8 +152,9 @@ def run(
     except Cancelled as exc:
         _print_run_json(as_json, root, store, exc.run_id, None)
         _fail(f"Run {exc.run_id} cancelled ({exc.signal}): its committed stages are kept, "
-              f"nothing half-written is. Finish it with: seqline run {pipeline} --resume "
-              f"--run-id {exc.run_id}", 128 + signal.Signals[exc.signal].value)
+              f"nothing half-written is. Finish it with: "
+              f"{_resume_command(root, store, exc.run_id, pipeline)}",
+              128 + signal.Signals[exc.signal].value)
     document = run_document(root, store, result.run_id)
     if as_json:
         _print_run_json(True, root, store, result.run_id, result.checks)
@@ -322,6 +323,20 @@ def _check_root(root: str) -> None:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ConfigError(f"--root {root}: not writable by this user. Give a folder you can "
                           "write, or set $SEQLINE_ROOT.")
+
+
+def _resume_command(root: str, store: str | None, run_id: str | None, pipeline: Path) -> str:
+    """The command that finishes a cancelled run, as `runs show` and the run's page print it
+    (its root, runner and options); the short form if the store cannot say."""
+    from seqline.orchestration.reruns import rerun_commands
+    from seqline.orchestration.schedule.launch import root_text
+    from seqline.pipeline.storage import open_root
+
+    run = run_document(root, store, run_id) if run_id else None
+    found = [c.text for c in rerun_commands({**run, "status": "cancelled"},
+                                            root_text(open_root(root)), store)
+             if c.action == "resume"] if run else []
+    return found[0] if found else f"seqline run {pipeline} --resume --run-id {run_id}"
 
 
 def _fail(message: str, code: int) -> None:

@@ -8,14 +8,17 @@ import html
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.dashboard.conftest import Server
+from tests.conftest import USERFNS
+from tests.dashboard.conftest import SLOW, Server
 
 pytestmark = pytest.mark.e2e
 
@@ -145,3 +148,29 @@ def test_backfill_command_of_a_scheduled_run_works_when_pasted(tmp_path):
     done = pasted(backfill, tmp_path.parent)  # that fire time again: done already, said so
     assert done.returncode == 0, done.stderr
     assert "daily-backfill-20261101T080000Z" in done.stdout
+
+
+def test_a_cancelled_run_says_the_resume_command_runs_show_prints(tmp_path):
+    """SIGTERM: the terminal's "Finish it with" is the page's and `runs show`'s resume
+    command, root and runner included, and it finishes the run when pasted elsewhere."""
+    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(200)))
+    (tmp_path / "latency.py").write_text((USERFNS / "latency.py").read_text())
+    (tmp_path / "slow.yaml").write_text(SLOW)
+    run = subprocess.Popen([EXE, "run", "slow.yaml", "--root", "root", "--run-id", "cut",
+                            "--workers", "1"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "root/runs/cut/log.jsonl"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and '"work", "message": "started"' in log.read_text()):
+        assert run.poll() is None and time.monotonic() < deadline, "the run never started"
+        time.sleep(0.1)
+    run.send_signal(signal.SIGTERM)
+    err = run.communicate(timeout=60)[1]
+    assert run.returncode == 128 + signal.SIGTERM, err
+    said = re.search(r"Finish it with: (.*)", " ".join(err.split()))[1]
+    shown = seqline("runs", "show", "cut", "--root", "root", cwd=tmp_path).stdout
+    assert f"resume: {said}" in shown.splitlines()
+    assert "--workers 1" in said and f"--root {tmp_path / 'root'}" in said
+    done = pasted(said, tmp_path.parent)
+    assert done.returncode == 0, done.stderr
+    assert "WARNING run cancelled" in seqline("runs", "logs", "cut", "--root", "root",
+                                              cwd=tmp_path).stdout
