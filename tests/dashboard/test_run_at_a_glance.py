@@ -99,14 +99,15 @@ def _until_ended(site: Server, run_id: str) -> None:
 
 def test_the_slow_block_is_named_on_its_stage_page_while_it_runs(watched):
     # "blocked on seq 100 (pid 812, attempt 1, 2.31 s)": the slow block, its worker, its time.
-    # (In the first 0.1 s a fast block may hold its successors for a moment: not for 1 s.)
+    # (In the first 0.1 s a fast block may hold its successors for a moment: not for 2 s.)
     said = [re.fullmatch(r"blocked on seq (\d+) \(pid \d+, attempt 1, ([0-9.]+) s\)", line)
             for line in watched["blocked"]]
     assert all(said), watched["blocked"]
     slow = [float(m.group(2)) for m in said if m and int(m.group(1)) == SLOW_SEQ]
     assert slow, f"the slow block was never named: {watched['blocked']}"
     assert 1.0 <= max(slow) <= SLOW_SECONDS + 2
-    assert all(float(m.group(2)) < 1.0 for m in said if m and int(m.group(1)) != SLOW_SEQ)
+    assert all(float(m.group(2)) < SLOW_SECONDS / 2 for m in said
+               if m and int(m.group(1)) != SLOW_SEQ)
     assert any(line.startswith(f"blocked on seq {SLOW_SEQ} (pid ") for line in watched["run"])
     assert f"blocked on seq {SLOW_SEQ}" in watched["graph"]  # the running stage's box
 
@@ -143,7 +144,9 @@ def test_the_stage_page_draws_the_watermark_under_the_seqs_done(site, watched):
                      page)
     marks = re.search(r'<polyline class="hol-line-mark" points="([^"]+)"', page).group(1)
     ys = [float(p.split(",")[1]) for p in marks.split()]
-    assert len(set(ys)) >= 3  # it rose, stalled, and rose again
+    # flat for several samples (a step is two points) at one height, then up to the top
+    stalled = max(set(ys), key=ys.count)
+    assert ys.count(stalled) >= 3 and ys[-1] == min(ys) < stalled
     assert 'class="num hol-watermark">399<' in page  # every seq released, in order
 
 
