@@ -15,7 +15,7 @@ ENGINES = ["apache_beam", "numpy", "pandas", "pyarrow", "ray", "sqlalchemy", "st
 # Every command and group, and each group's commands (a command dropped from the app, or one
 # whose options no longer resolve once its imports moved, fails here).
 COMMANDS = {"backfill": [], "dashboard": [], "lookup": [], "run": [], "schema": [], "scheduler": [],
-            "verify": [], "runs": ["list", "show"], "store": ["rebuild"],
+            "verify": [], "runs": ["list", "logs", "show"], "store": ["rebuild"],
             "schedule": ["add", "export", "list", "pause", "remove", "resume", "show"]}
 
 # Runs in a fresh interpreter (this one has loaded the engines for other tests): each help
