@@ -94,8 +94,12 @@ def test_runs_logs_filters_by_level_and_stage(failed):
     done = seqline("runs", "logs", "bad", "--root", "root", "--search", "POISONED",
                    cwd=failed)
     assert "ERROR doubled: " in done.stdout
+    before = sorted(failed.rglob("*"))
     done = seqline("runs", "logs", "nosuch", "--root", "root", cwd=failed)
     assert done.returncode == 2 and "no run 'nosuch'" in done.stderr
+    done = seqline("runs", "logs", "bad", "--root", "nope", cwd=failed)
+    assert done.returncode == 2 and "no run 'bad' under --root nope" in done.stderr
+    assert sorted(failed.rglob("*")) == before  # a reader: nothing made
 
 
 def test_rerun_and_resume_commands_work_when_pasted(failed):
