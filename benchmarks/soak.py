@@ -3,7 +3,7 @@ scheduler and the dashboard, fills the disk and locks the store; then an audit o
 and every byte (issue 29).
 
 Run as root: `nice -n 19 .venv/bin/python benchmarks/soak.py --minutes 60 --seed 1`, or
-`--smoke` (3 minutes, what tests/slow/test_soak.py runs). Everything goes under
+`--smoke` (3 minutes, lean: what tests/slow/test_soak_smoke.py runs). Everything goes under
 /tmp/soak-SEED-PID/: the project (pipeline, function, input parts), the root (a tmpfs of
 `--tmpfs-mb`, unmounted at the end; its store and logs are copied to evidence/), the logs, the
 runs' own temp folder, the undisturbed recomputes. It prints one table, writes it to
@@ -28,16 +28,13 @@ import ctypes
 import json
 import os
 import random
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import psutil
@@ -46,34 +43,16 @@ from sqlalchemy import select
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import soak_audit  # noqa: E402
 import soak_chaos  # noqa: E402
+import soak_end  # noqa: E402
+import soak_setup  # noqa: E402
 from soak_report import table, write_markdown  # noqa: E402
+from soak_setup import MAX_RESUMES, SEQLINE  # noqa: E402
 
 from seqline.orchestration.processes import pid_alive  # noqa: E402
 from seqline.orchestration.store import RunStore  # noqa: E402
 from seqline.orchestration.store.liveness import shown_status  # noqa: E402
 from seqline.orchestration.store.tables import runs  # noqa: E402
 
-SEQLINE = str(Path(sys.executable).parent / "seqline")
-PIPELINE = """\
-name: soak
-stages:
-  - {name: read, component: ingest, params: {format: csv, paths: ["in/*.csv"], block_records: 10}}
-  - {name: write, component: tfrecord_write, params: {shard_records: 50}}
-  - {name: features, component: preprocess, params: {fn: "soakfns:work", fn_kwargs: {ms: MS}}}
-"""
-FNS = '''\
-import time
-
-import pyarrow.compute as pc
-
-
-def work(batch, ms=0):
-    """Some work per block (a sleep), then a column from the row's part and value."""
-    time.sleep(ms / 1000)
-    return batch.append_column("y", pc.add(pc.multiply(batch.column("x"), 3), batch.column("v")))
-'''
-SCHEDULES = {"quick": ("local", "queue"), "onray": ("ray", "skip")}
-MAX_RESUMES = 6  # tries to finish one run; past them it counts as not succeeded
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -81,8 +60,10 @@ class Soak:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.seconds = args.minutes * 60
-        self.plan = soak_chaos.make_plan(args.seed, self.seconds, args.mean_gap)
-        self.base = Path(f"/tmp/soak-{args.seed}-{os.getpid()}")
+        self.plan = soak_chaos.make_plan(args.seed, self.seconds, args.mean_gap,
+                                         args.first_parts)
+        self.schedules = soak_setup.schedules_of(args)
+        self.base = args.base or Path(f"/tmp/soak-{args.seed}-{os.getpid()}")
         self.project, self.root, self.logs = (self.base / d for d in ("project", "root", "logs"))
         self.tmp, self.calm = self.base / "t", self.base / "calm"
         for folder in (self.project / "in", self.root, self.logs, self.tmp, self.calm):
@@ -105,32 +86,26 @@ class Soak:
         self.rows: list[int] = []
         self.running: set[str] = set()
         self.holds: list[threading.Thread] = []
-        self.port = _free_port()
-        self.tmpfs = self._mount()
+        self.waiting: list[soak_chaos.Fault] = []  # kills waiting for a target (--smoke)
+        self.started: set[int] = set()  # every pid we started (drivers among them)
+        self.backfill: list[str] = []  # its command, run again if a fault stops it
+        self.backfills_failed = self.backfill_tries = 0
+        self.port = soak_setup.free_port()
+        self.tmpfs = soak_setup.mount_tmpfs(self.root, args.tmpfs_mb)
 
     # -- set-up -----------------------------------------------------------------------------
-
-    def _mount(self) -> str | None:
-        """The root on a tmpfs of its own; None if mounting failed (the reason is printed)."""
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.args.tmpfs_mb}m",
-                               "tmpfs", str(self.root)], capture_output=True, text=True)
-        if done.returncode:
-            print(f"mount failed, no disk_full faults: {done.stderr.strip()}", file=sys.stderr)
-            return None
-        return str(self.root)
 
     def set_up(self) -> None:
         # About 7 s of work per run at first, 20 s after 20 minutes (2 local workers): a run
         # is going most of the time, for the faults to hit.
-        (self.project / "pipeline.yaml").write_text(PIPELINE.replace("MS", "300"))
-        (self.project / "soakfns.py").write_text(FNS)
+        soak_setup.write_project(self.project, block_ms=300)
         for _, rows in [p for p in self.plan.parts if p[0] == 0.0]:
             self._add_part(rows)
         self.store = RunStore.open(self.root)
-        for name, (runner, overlap) in SCHEDULES.items():
+        for name, (runner, overlap) in self.schedules.items():
             self._cli("schedule", "add", name, str(self.project / "pipeline.yaml"), "--cron",
                       "* * * * *", "--runner", runner, "--overlap", overlap)
-        self.since = {n: self.store.schedules.get_schedule(n).since for n in SCHEDULES}
+        self.since = {n: self.store.schedules.get_schedule(n).since for n in self.schedules}
         self._start("scheduler", [SEQLINE, "scheduler", "--root", str(self.root)])
         self._start("dashboard", [SEQLINE, "dashboard", "--root", str(self.root), "--port",
                                   str(self.port)])
@@ -140,13 +115,7 @@ class Soak:
                        cwd=self.project, capture_output=True)
 
     def _add_part(self, rows: int) -> None:
-        """One more input part, written under another name then renamed (never half-seen)."""
-        index = len(self.rows)
-        rng = random.Random(f"{self.args.seed}-{index}")
-        text = "v,x\n" + "".join(f"{index},{rng.randint(0, 10**6)}\n" for _ in range(rows))
-        (self.project / "in" / f".part-{index:04d}.tmp").write_text(text)
-        os.rename(self.project / "in" / f".part-{index:04d}.tmp",
-                  self.project / "in" / f"part-{index:04d}.csv")
+        soak_setup.add_part(self.project, self.args.seed, len(self.rows), rows)
         self.rows.append(rows)
 
     def _start(self, name: str, command: list[str]) -> None:
@@ -154,6 +123,7 @@ class Soak:
             self.owned[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL, cwd=self.project,
                                                 env=self.env)
+        self.started.add(self.owned[name].pid)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -170,18 +140,22 @@ class Soak:
                 at, runner = manual.pop(0)
                 run_id = f"manual-{len(self.plan.manual) - len(manual):03d}"
                 self._start(run_id, [SEQLINE, "run", "pipeline.yaml", "--root", str(self.root),
-                                     "--run-id", run_id, "--runner", runner])
+                                     "--run-id", run_id, "--runner",
+                                     soak_setup.manual_runner(self.args, runner)])
             if backfill and backfill[0] <= now:
                 backfill.pop()
                 start = self.since["quick"].replace(second=0, microsecond=0)
-                self._start("backfill", [SEQLINE, "backfill", "quick", "--root", str(self.root),
-                                         "--from", (start - timedelta(minutes=4)).isoformat(),
-                                         "--to", (start - timedelta(minutes=2)).isoformat()])
+                self.backfill = [SEQLINE, "backfill", "quick", "--root", str(self.root),
+                                 "--from", (start - timedelta(minutes=4)).isoformat(),
+                                 "--to", (start - timedelta(minutes=2)).isoformat()]
+                self._start("backfill", self.backfill)
             while faults and faults[0].at <= now:
                 self._inject(faults.pop(0), now)
             if now - last_look >= 1.0:
                 self.supervise()
                 last_look = now
+                for fault in self._retry():  # once a second: each try walks our processes
+                    self._inject(fault, now)
             time.sleep(0.2)
 
     def supervise(self, restart: bool = True) -> None:
@@ -197,6 +171,12 @@ class Soak:
                     time.sleep(1)  # systemd's RestartSec
                     self._start(name, [SEQLINE, name, "--root", str(self.root)] +
                                 (["--port", str(self.port)] if name == "dashboard" else []))
+        # A backfill stopped by a fault (a store that could not record a tick) says "run the
+        # same command again": a wrapper does, else its queued fire times never run.
+        if self.backfill_tries < self.backfills_failed <= MAX_RESUMES and "backfill" not in \
+                self.owned and self._backfill_left():
+            self.backfill_tries += 1
+            self._start("backfill", self.backfill)
         try:
             with self.store.engine.connect() as conn:
                 rows = conn.execute(select(runs.c.run_id, runs.c.status, runs.c.runner,
@@ -224,6 +204,14 @@ class Soak:
                                                str(self.root), "--run-id", r.run_id,
                                                "--resume", "--runner", r.runner])
 
+    def _backfill_left(self) -> bool:
+        """Whether a backfill tick waits (its command stopped before launching it); a
+        backfill that ended non-zero as one of its runs failed leaves none."""
+        with contextlib.suppress(Exception):  # a locked or full store: look again soon
+            return bool(self.store.schedules.ticks_with_status(("queued", "launching"),
+                                                               trigger="backfill"))
+        return False
+
     def _reap(self) -> None:
         """Collect our ended children, and the orphans we inherit as subreaper."""
         for name, process in list(self.owned.items()):
@@ -231,6 +219,8 @@ class Soak:
                     process.poll() is not None:
                 if name.startswith("resume-"):
                     self.resume_ended[name.removeprefix("resume-")] = time.monotonic()
+                if name == "backfill" and process.returncode:
+                    self.backfills_failed += 1
                 del self.owned[name]
         ours = {p.pid for p in self.owned.values()}
         for child in self.me.children():
@@ -261,6 +251,10 @@ class Soak:
         elif fault.kind == "store_lock":
             self._hold(record, soak_chaos.lock_store, self.root / "seqline.db", fault.hold)
             return
+        if target is None and fault.kind in ("worker", "driver") and \
+                now - fault.at < self.args.patience:
+            self.waiting.append(fault)  # tried again each loop until a run is going
+            return
         if target is not None and soak_chaos.kill(target):
             self.killed.add(target.pid)
             record["pid"] = target.pid
@@ -269,6 +263,11 @@ class Soak:
             record["note"] = "no target" if fault.kind != "disk_full" else "no tmpfs"
             self.kinds[fault.kind]["no target"] += 1
         self.faults.append(record)
+
+    def _retry(self) -> list[soak_chaos.Fault]:
+        """The kills still waiting for a target, taken off the list (one try each)."""
+        waiting, self.waiting = self.waiting, []
+        return waiting
 
     def _hold(self, record: dict, fn, *args) -> None:  # type: ignore[no-untyped-def]
         def hold() -> None:
@@ -289,76 +288,11 @@ class Soak:
 
     # -- the end ----------------------------------------------------------------------------
 
-    def drain(self) -> datetime:
-        """Chaos off: stop the scheduler between fire times once no tick waits, then wait for
-        every run (and resume) to end. Returns when the scheduler was stopped."""
-        for thread in self.holds:
-            thread.join()
-        deadline = time.monotonic() + 300
-        while True:
-            self.supervise()
-            at = datetime.now(UTC)
-            waiting = self.store.schedules.ticks_with_status(("queued", "launching"))
-            # A restarted scheduler still importing (30 s under load) has not yet recorded
-            # the last fire time: stopping it then would lose that tick to the harness.
-            due = at.replace(second=0, microsecond=0)
-            behind = [n for n in SCHEDULES if (last := self.store.schedules.latest_tick(n))
-                      is None or last.fire_time < due]
-            if 15 <= at.second <= 45 and (not waiting and not behind or
-                                          time.monotonic() > deadline):
-                break
-            time.sleep(1)
-        scheduler = self.owned.pop("scheduler", None)
-        stopped = datetime.now(UTC)
-        if scheduler is not None:
-            scheduler.terminate()
-            scheduler.wait(timeout=60)
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            self.supervise(restart=False)
-            pending = [n for n in self.owned if n != "dashboard"]
-            if not pending and not soak_chaos.drivers(self.me) and not self.running and \
-                    not self._resumable():
-                break
-            time.sleep(2)
-        dashboard = self.owned.pop("dashboard", None)
-        self.dashboard_ok = _answers(self.port)
-        if dashboard is not None:
-            dashboard.terminate()
-            try:
-                dashboard.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.exits["dashboard did not stop on SIGTERM in 20 s"] += 1
-        return stopped
-
-    def _resumable(self) -> bool:
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(select(runs.c.run_id, runs.c.status)).all()
-        return any(r.status != "succeeded" and self.resumes[r.run_id] < MAX_RESUMES
-                   for r in rows)
-
-    def orphans(self) -> list[str]:
-        """Our descendants still alive a while after everything ended (then killed)."""
-        deadline = time.monotonic() + 90  # Ray's agents flush their logs before exiting
-        while True:
-            self._reap()
-            left = [p for p in self.me.children(recursive=True) if _live(p)]
-            if not left or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        found = []
-        for process in left:
-            with contextlib.suppress(psutil.Error):
-                found.append(f"{process.pid} {' '.join(process.cmdline())[:120]}")
-                process.kill()
-        self._reap()
-        return found
-
     def audit(self, stopped: datetime) -> dict:
-        ticks = soak_audit.audit_ticks(self.store, list(SCHEDULES), stopped - timedelta(
+        ticks = soak_audit.audit_ticks(self.store, list(self.schedules), stopped - timedelta(
             seconds=10))
         ran = soak_audit.audit_runs(self.store)
-        orphans = self.orphans()
+        orphans = soak_end.orphans(self)
         same = soak_audit.audit_bytes(self.root, ran["succeeded"], self.rows, self.project,
                                       self.calm, SEQLINE, self.env)
         return {"minutes": self.args.minutes, "seed": self.args.seed,
@@ -369,94 +303,35 @@ class Soak:
                 "verify": soak_audit.audit_verify(self.root, ran["succeeded"], SEQLINE,
                                                   self.env),
                 "resumes": sum(self.resumes.values()), "resumed_ok": len(self.resumed_ok),
-                "orphans": orphans, "leftovers": soak_audit.leftovers(self.root, self.tmp),
+                "orphans": orphans,
+                "leftovers": soak_audit.leftovers(self.root, self.tmp, self.store, self.started),
                 "exits": dict(self.exits), "dashboard_ok": self.dashboard_ok,
                 "base": str(self.base)}
-
-    def close(self) -> None:
-        """Stop whatever is still ours (after a failure or SIGTERM), keep the evidence."""
-        for process in self.me.children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                process.kill()
-        for process in self.owned.values():
-            process.wait()
-        self._reap()
-        self.tmp_link.unlink(missing_ok=True)
-        self.store.close()
-        evidence = self.base / "evidence"
-        evidence.mkdir(exist_ok=True)
-        with contextlib.suppress(OSError):
-            shutil.copy(self.root / "seqline.db", evidence)
-            shutil.copytree(self.root / "logs", evidence / "logs", dirs_exist_ok=True)
-        (self.base / "faults.json").write_text(json.dumps(self.faults, indent=1))
-        if self.tmpfs:
-            subprocess.run(["umount", "-l", self.tmpfs], check=False)
 
 
 def _stop(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(port: int) -> bool:
-    for _ in range(30):
-        with contextlib.suppress(OSError), urllib.request.urlopen(
-                f"http://127.0.0.1:{port}/api/runs", timeout=5) as answer:
-            return answer.status == 200
-        time.sleep(1)
-    return False
-
-
-def _live(process: psutil.Process) -> bool:
-    with contextlib.suppress(psutil.Error):
-        return process.status() != psutil.STATUS_ZOMBIE
-    return False
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=60)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--mean-gap", type=float, default=6.0,
-                        help="mean seconds between faults")
-    parser.add_argument("--tmpfs-mb", type=int, default=128)
-    parser.add_argument("--smoke", action="store_true", help="3 minutes (the slow test tier)")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "SOAK.md",
-                        help="the Markdown file whose table is replaced")
-    args = parser.parse_args()
-    if args.smoke:
-        args.minutes, args.tmpfs_mb = 3, 64
+    args = soak_setup.parse_args()
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans come to us, as to systemd
-    signal.signal(signal.SIGTERM, _stop)  # so that `close` runs
+    signal.signal(signal.SIGTERM, _stop)  # so that `soak_end.close` runs
     soak = Soak(args)
     print(f"soak: {args.minutes:g} min, seed {args.seed}, plan digest {soak.plan.digest()}, "
           f"{len(soak.plan.faults)} faults planned; under {soak.base}", flush=True)
     try:
         soak.set_up()
         soak.run()
-        stopped = soak.drain()
+        stopped = soak_end.drain(soak)
         summary = soak.audit(stopped)
     finally:
-        soak.close()
+        soak_end.close(soak)
     (soak.base / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     text = table(summary)
     print(text)
     write_markdown(args.out, text)
-    return 0 if summary_clean(summary) else 1
-
-
-def summary_clean(summary: dict) -> bool:
-    """The audit's zeros: what the acceptance asks for."""
-    return not any([summary["ticks"][k] for k in ("lost", "duplicate", "outside", "no_run",
-                                                   "stuck")] +
-                   [summary["runs"]["stuck"], summary["runs"]["not_succeeded"],
-                    summary["bytes"]["divergent"], summary["verify"], summary["orphans"],
-                    summary["leftovers"], not summary["dashboard_ok"]])
+    return 0 if soak_setup.summary_clean(summary) else 1
 
 
 if __name__ == "__main__":

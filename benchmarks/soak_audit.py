@@ -59,7 +59,9 @@ def audit_ticks(store: RunStore, names: list[str], end: datetime) -> dict[str, A
         elif t.status in ("skipped", "failed"):
             if not t.reason:
                 no_run.append(f"{label}: no reason")
-            reasons[f"{t.status}: {t.reason.split(':')[0] if t.reason else '?'}"] += 1
+            # a reason names its run: counted apart from the id, so like reasons add up
+            why = (t.reason or "?").replace(t.run_id or "\0", "ID").split(":")[0]
+            reasons[f"{t.status}: {why}"] += 1
     return {"ticks": len(rows), "scheduled": sum(t.trigger == "schedule" for t in rows),
             "lost": lost, "duplicate": duplicate, "outside": outside, "no_run": no_run,
             "stuck": stuck, "reasons": dict(reasons)}
@@ -149,9 +151,15 @@ def audit_verify(root: Path, succeeded: list[str], seqline: str,
         return [r for r in pool.map(one, succeeded) if r]
 
 
-def leftovers(root: Path, tmp: Path) -> list[str]:
+def leftovers(root: Path, tmp: Path, store: RunStore, started: set[int]) -> list[str]:
     """Temporary folders left: a stage's `.<stage>.tmp-*` under a run, `seqline-*` scratch
-    folders in the runs' temp folder (the soak gives its processes one of their own)."""
+    folders in the runs' temp folder (the soak gives its processes one of their own), and
+    those of the soak's drivers in /tmp, where a local Ray's go (its sockets do not fit under
+    a longer temp folder): drivers the harness started, and those of the scheduler's ticks."""
+    with store.engine.connect() as conn:
+        drivers = started | {p for p in conn.execute(select(ticks.c.pid)).scalars() if p}
     left = [str(p) for p in (root / "runs").glob("*/.*.tmp-*")]
     left += [str(p) for p in tmp.glob("seqline-*")]
+    left += [str(p) for p in Path("/tmp").glob("seqline-*-*")
+             if any(f"-{pid}-" in p.name for pid in drivers)]
     return sorted(left)
