@@ -96,8 +96,11 @@ apt_install = test -z "$(strip $(1))" || (apt-get update -qq && \
 	$(strip $(1)) >/dev/null) || echo "note: $(strip $(1)) not installed; their tests will skip"
 
 # constraints.txt pins every package (pip freeze of a resolved install): reproducible installs.
+# uv installs the pinned set in a tenth of pip's CPU (decision 48: 10-20 s against pip's 114 s,
+# and a minute of wall time less on a fresh machine); uv itself is pinned in the same file.
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dashboard,docs,s3,test]'
+	$(BIN)/pip install -q -c constraints.txt uv
+	$(BIN)/uv pip install --python $(BIN)/python -q -c constraints.txt \
+	  -e '.[dashboard,docs,s3,test]'
 	touch $@
