@@ -301,7 +301,7 @@ class Soak:
                 "disk_full": "on" if self.tmpfs else "skipped: mount failed",
                 "ticks": ticks, "runs": ran, "bytes": same,
                 "verify": soak_audit.audit_verify(self.root, ran["succeeded"], SEQLINE,
-                                                  self.env),
+                                                  self.env, in_process=self.args.smoke),
                 "resumes": sum(self.resumes.values()), "resumed_ok": len(self.resumed_ok),
                 "orphans": orphans,
                 "leftovers": soak_audit.leftovers(self.root, self.tmp, self.store, self.started),

@@ -140,8 +140,22 @@ def audit_bytes(root: Path, succeeded: list[str], rows: list[int], project: Path
 
 
 def audit_verify(root: Path, succeeded: list[str], seqline: str,
-                 env: dict[str, str]) -> list[str]:
-    """`seqline verify` on each successful run: the ids it did not pass."""
+                 env: dict[str, str], in_process: bool = False) -> list[str]:
+    """`seqline verify` on each successful run: the ids it did not pass.
+
+    With `in_process`, the function the command calls runs here (the smoke's way: a `seqline`
+    process per run costs about a CPU-second, most of it imports).
+    """
+    if in_process:
+        from seqline.orchestration.verify import verify_run
+
+        failed = []
+        for run_id in succeeded:
+            checks = verify_run(root, run_id)
+            if not all(c.ok for c in checks):
+                failed.append(f"{run_id}: {sum(len(c.problems) for c in checks)} problem(s)")
+        return failed
+
     def one(run_id: str) -> str | None:
         done = subprocess.run([seqline, "-q", "verify", run_id, "--root", str(root)], env=env,
                               capture_output=True, text=True, timeout=300)

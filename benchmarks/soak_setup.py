@@ -58,8 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="mean seconds between faults")
     parser.add_argument("--tmpfs-mb", type=int, default=128)
     parser.add_argument("--smoke", action="store_true",
-                        help="3 minutes, local runner only, fewer input parts; a kill that "
-                             "finds no target waits for one (the slow test tier)")
+                        help="3 minutes, lean in CPU: local runner only, fewer input parts, "
+                             "verify in-process; a kill that finds no target waits for one "
+                             "(the slow test tier)")
     parser.add_argument("--base", type=Path, default=None,
                         help="where everything goes (default: /tmp/soak-SEED-PID)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "SOAK.md",

@@ -69,9 +69,11 @@ def pid_runs(pid: int, argument: str) -> bool:
 SOCKET_PATH_MAX = 107
 
 
-# A folder's mtime against a live process's start: psutil derives the start from the boot
-# time, which /proc gives in whole seconds, so a creator may seem up to 1 s younger.
-START_CLOCK_SLACK_S = 2.0
+# A folder's mtime against a live process's start. psutil derives the start from the boot
+# time, which /proc gives in whole seconds and moves when the clock is stepped (NTP): a live
+# creator must never seem younger than its folder. A minute covers both; a pid reused within
+# it only keeps a dead driver's folder a while longer (it takes ~32768 new processes).
+START_CLOCK_SLACK_S = 60.0
 # The engines' kinds (RayRunner, ray_train, BeamRunner, LocalRunner): a folder of another name
 # in /tmp is never taken for a driver's, whatever digits it holds.
 SCRATCH_NAME = re.compile(r"seqline-(?:beam|ray|ray-train|workers)-(\d+)-")
@@ -114,8 +116,11 @@ def scratch_dir(kind: str, label: str = "", socket_depth: int = 0) -> Path:
 def tidy_scratch(folders: Iterable[Path] | None = None) -> list[Path]:
     """Remove the scratch folders (`seqline-KIND-PID-…`) of drivers that are gone.
 
-    Gone: no process has the pid, or the one that has it started after the folder was last
-    written (the pid was reused; its driver is dead). A folder of a live driver is kept.
+    Gone: no process has the pid, or the one that has it started over a minute after the
+    folder was last written (the pid was reused; its driver is dead). A folder of a live
+    driver is kept. Every new scratch folder and the scheduler (once a minute) call this;
+    `seqline runs` and the dashboard do not: readers change nothing, of the store or of the
+    machine (they may run as another user, with another temp folder).
 
     Args:
         folders: where to look (default: the temp folder, and /tmp where Ray's go when the
