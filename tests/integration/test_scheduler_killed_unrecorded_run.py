@@ -69,9 +69,12 @@ def test_a_killed_schedulers_run_that_ended_unrecorded_fails_its_tick_on_the_nex
     store = RunStore.open(root)
     started: list[subprocess.Popen[bytes]] = []
     try:
-        # Added two hours ago, hourly: the first pass catches up the latest fire time at once.
-        schedule, _ = new_schedule("quick", tmp_path / "quick.yaml", "0 * * * *", workers=1,
-                                   at=datetime.now(UTC) - timedelta(hours=2))
+        # Daily, at two hours ago, added three days ago: the first pass catches up the latest
+        # fire time at once, and no other comes due while the test runs.
+        fired = datetime.now(UTC) - timedelta(hours=2)
+        schedule, _ = new_schedule("quick", tmp_path / "quick.yaml",
+                                   f"{fired.minute} {fired.hour} * * *", workers=1,
+                                   at=fired - timedelta(days=3))
         store.schedules.add_schedule(schedule)
         (tmp_path / "quick.yaml").write_text(BROKEN)  # broken after it was added
         started.append(_scheduler(root, env, tmp_path / "first.log"))
