@@ -44,7 +44,8 @@ def airflow_venv() -> Path:
                           capture_output=True, text=True, timeout=600)
     if done.returncode == 0:
         done = subprocess.run([str(VENV / "bin" / "uv"), "pip", "install", "--python",
-                               str(VENV / "bin" / "python"), "-q", "-c", str(CONSTRAINTS),
+                               str(VENV / "bin" / "python"), "-q", "--compile-bytecode",
+                               "-c", str(CONSTRAINTS),
                                AIRFLOW], capture_output=True, text=True, timeout=1200)
     if done.returncode != 0:
         raise AirflowVenvError(f"installing {AIRFLOW} failed: {done.stderr.strip()[-800:]}")
