@@ -13,14 +13,19 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from seqline.orchestration.dashboard.compare import run_compare_view
-from seqline.orchestration.dashboard.context import GZIPPED, Dashboard, dashboard_of, page_number
+from seqline.orchestration.dashboard.context import (
+    GZIPPED,
+    Dashboard,
+    dashboard_of,
+    page_number,
+    runs_view,
+)
 from seqline.orchestration.dashboard.live import Snapshot
 from seqline.orchestration.dashboard.page_data import compare_view, run_view, stage_view
 from seqline.orchestration.dashboard.schedules import schedules_view
 from seqline.orchestration.dashboard.units import FILTERS, significant
 from seqline.orchestration.reruns import RerunCommand, rerun_commands
 from seqline.orchestration.schedule.launch import root_text
-from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
 
 __all__ = ["commands_of", "compile_templates", "http_error", "render", "routes", "snapshot"]
 
@@ -32,7 +37,6 @@ TEMPLATES = Path(__file__).parent / "templates"
 env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(
     enabled_extensions=("html",), default=True), trim_blocks=True, lstrip_blocks=True,
     auto_reload=False)
-GRID_RUNS = 20  # columns of the runs × stages grid: enough history to see a pattern
 
 
 # The numbers' formats live in units.py (tests import _significant from here).
@@ -70,17 +74,9 @@ def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
 
 
 def runs_page(request: Request) -> Response:
-    """`/`: every run, filterable, and the grid of recent runs × stages."""
-    dash, q = dashboard_of(request), request.query_params
-    chosen = {k: q.get(k) or None for k in ("pipeline", "status", "trigger")}
-    if chosen["status"] not in (None, *RUN_STATUSES) or chosen["trigger"] not in (
-            None, *TRIGGERS):
-        raise HTTPException(404, "unknown status or trigger")
-    found = dash.reader.list_runs_shown(**chosen, limit=200)
-    grid = dash.reader.grid([r["run_id"] for r in found[:GRID_RUNS]])
-    return render("runs.html", runs=found, grid=grid, chosen=chosen,
-                  pipelines=dash.reader.pipelines(), statuses=RUN_STATUSES,
-                  triggers=TRIGGERS, part=q.get("part"))
+    """`/`: the runs, filterable, 50 a page (`?older=`/`?newer=` a run id), and the grid of
+    the page's runs × stages (context.runs_view)."""
+    return render("runs.html", **runs_view(dashboard_of(request), request.query_params))
 
 
 async def run_page(request: Request) -> Response:
