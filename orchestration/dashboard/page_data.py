@@ -9,6 +9,7 @@ from starlette.exceptions import HTTPException
 
 from seqline.components import COMPONENTS
 from seqline.orchestration.dashboard import files
+from seqline.orchestration.dashboard.batch_order import batch_order
 from seqline.orchestration.dashboard.compare import flat
 from seqline.orchestration.dashboard.context import Dashboard
 from seqline.orchestration.dashboard.graph import graph
@@ -213,7 +214,8 @@ def _training(stage: dict[str, Any], manifest: dict[str, Any] | None, epoch: int
         "epoch": epoch,
         "batches": {"rows": [{"index": page * size + i, **b}
                              for i, b in enumerate(rows[page * size:(page + 1) * size])],
-                    "page": page, "pages": max(1, -(-len(rows) // size)), "total": len(rows)},
+                    "page": page, "pages": max(1, -(-len(rows) // size)), "total": len(rows),
+                    "picture": batch_order(rows)},
     }
 
 

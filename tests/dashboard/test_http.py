@@ -122,6 +122,18 @@ def test_stage_api_pages_shards_and_dead_letters(server):
     assert model["training"]["batches"]["rows"][0]["first"] == 14
 
 
+def test_the_batch_order_is_a_picture_of_every_batch_of_the_epoch(server):
+    """Drawn from the manifest's audit: all of the epoch's batches, not the table's page."""
+    model = httpx.get(server.url + "/api/runs/demo-a/stages/model").json()["training"]
+    picture = model["batches"]["picture"]
+    assert picture["batches"] == model["batches"]["total"] == 37  # 1,155 windows, 32 a batch
+    assert (picture["gaps"], picture["backs"], picture["first"]) == (0, 0, 14)
+    assert [b["kind"] for b in picture["bars"]] == ["ok"] * picture["batches"]
+    page = httpx.get(server.url + "/runs/demo-a/stages/model").text
+    assert page.count('class="bo-ok"') == picture["batches"]
+    assert "each batch goes on where the one before ended" in page
+
+
 def test_a_symlink_out_of_the_root_is_refused(server, root, tmp_path):
     secret = tmp_path / "secret.jsonl"
     secret.write_text('{"seq": 0, "reason": "outside", "raw": "SECRET"}\n')
