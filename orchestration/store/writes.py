@@ -294,9 +294,8 @@ class RunWriter:
         """Append a batch of per-second samples in one transaction (one executemany).
 
         Args:
-            batch: dicts of stage_run_id, t (Unix seconds), records_done, rows_per_s,
-                waited_input, waited_output, in_flight, reorder_held, and the head of line
-                (watermark, seq_done, held_records, held_bytes, blocker_*: None where unknown).
+            batch: dicts of the SAMPLE_COLUMNS (statements.py; the head of line's are None
+                where unknown), with stage_run_id.
         """
         if batch:
             with writing(self.engine) as conn:
