@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from concurrent.futures import ThreadPoolExecutor
 
 from seqline.orchestration.cli.dashboard import _listen
 
@@ -28,4 +29,7 @@ def test_dashboard_socket_accepts_connections_with_nagle_off():
             writer.close()
         return nodelay
 
-    assert asyncio.run(accepted_nodelay()) != 0
+    # On a thread of its own: a test before it on this worker (Playwright's sync API) may
+    # leave an event loop running on this one, where asyncio.run refuses to start.
+    with ThreadPoolExecutor(1) as thread:
+        assert thread.submit(asyncio.run, accepted_nodelay()).result(timeout=60) != 0
