@@ -3,13 +3,15 @@ what the engines may print of their own."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
 import sys
 from pathlib import Path
 
-__all__ = ["DEFAULT_ROOT", "DEFAULT_STORE", "quiet_engines", "quiet_tensorflow",
+__all__ = ["DEFAULT_ROOT", "DEFAULT_STORE", "LAST_WORDS_FD", "quiet_engines",
+           "quiet_tensorflow", "take_launcher_pipe", "tell_launcher",
            "worker_environment"]
 
 DEFAULT_ROOT = Path(os.environ.get("SEQLINE_ROOT", ".seqline"))
@@ -75,3 +77,32 @@ def quiet_tensorflow() -> None:
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+
+
+# A launched run also says its one-line error on this descriptor, a pipe to its scheduler:
+# its log is on the root's disk, which may be the very disk whose filling killed the run.
+LAST_WORDS_FD = "SEQLINE_LAST_WORDS_FD"
+LAST_WORDS_BYTES = 4000  # one write under PIPE_BUF (4096) is never interleaved
+
+
+_launcher_pipe: int | None = None
+
+
+def take_launcher_pipe() -> None:
+    """This process's launcher's pipe, taken out of the environment (once, as the CLI
+    starts): the run's own processes (workers, engines) must not inherit its number."""
+    global _launcher_pipe
+    fd = os.environ.pop(LAST_WORDS_FD, None)
+    if fd is not None and fd.isdigit():
+        _launcher_pipe = int(fd)
+
+
+def tell_launcher(line: str) -> None:
+    """Say `line` (a run's one-line error) to the scheduler that launched this run, if one
+    did: written to its pipe, ignored if nobody reads (a scheduler gone; the line is in the
+    log too, disk permitting)."""
+    if _launcher_pipe is None:
+        return
+    data = line.strip().encode()[:LAST_WORDS_BYTES] + b"\n"
+    with contextlib.suppress(OSError):
+        os.write(_launcher_pipe, data)

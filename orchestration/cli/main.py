@@ -21,7 +21,7 @@ from seqline.orchestration.cli import (
 )
 from seqline.orchestration.cli.console import UNBOUNDED_WIDTH, out
 from seqline.orchestration.cli.options import fail, output, usage_line
-from seqline.orchestration.environment import quiet_engines
+from seqline.orchestration.environment import quiet_engines, take_launcher_pipe
 
 __all__ = ["app", "main_command"]
 
@@ -61,6 +61,7 @@ def main(
     output.quiet, output.verbose, output.debug = quiet, verbose, debug
     out.quiet = quiet
     quiet_engines(verbose, quiet)  # -q: a retry that succeeded is no error, nor its warning
+    take_launcher_pipe()
 
 
 def schema() -> None:

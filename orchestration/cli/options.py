@@ -8,6 +8,7 @@ components, so each command imports its engine inside, when it runs (decision 49
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.table import Table
 
+from seqline.orchestration.environment import tell_launcher
 from seqline.pipeline.errors import RunNotFound, SeqlineError
 
 if TYPE_CHECKING:
@@ -87,7 +89,9 @@ def fail(message: str, code: int = CONFIG_EXIT) -> NoReturn:
     """Print `error: message` on stderr and exit with `code`; with --debug, re-raise the
     exception being handled (its traceback is what a bug report needs)."""
     reraise_if_debug()
-    typer.echo(f"error: {message}", err=True)
+    tell_launcher(f"error: {message}")  # first: stderr may be a log on a full disk
+    with contextlib.suppress(OSError):  # (which must not turn exit 2 into a traceback)
+        typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
 

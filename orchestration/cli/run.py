@@ -3,6 +3,7 @@ and its verdict (or, with --dry-run, its plan)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -36,7 +37,12 @@ from seqline.orchestration.cli.options import (
 )
 from seqline.orchestration.cli.runs import run_document
 from seqline.orchestration.cli.verify import print_checks, print_problems
-from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE, quiet_tensorflow
+from seqline.orchestration.environment import (
+    DEFAULT_ROOT,
+    DEFAULT_STORE,
+    quiet_tensorflow,
+    tell_launcher,
+)
 from seqline.orchestration.store.errors import Conflict
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
 
@@ -341,6 +347,8 @@ def _resume_command(root: str, store: str | None, run_id: str | None, pipeline: 
 
 def _fail(message: str, code: int) -> None:
     reraise_if_debug()
-    err.print(message, markup=False, highlight=False)
+    tell_launcher(message)  # first: stderr may be a log on a full disk
+    with contextlib.suppress(OSError):  # (which must not change the exit code)
+        err.print(message, markup=False, highlight=False)
     sys.stdout.flush()
     raise typer.Exit(code)

@@ -70,7 +70,8 @@ class Scheduler:
         self.renewed: datetime | None = None
         self.next_due: dict[str, datetime | None] = {}  # cache: skip idle schedules cheaply
         self.launched: dict[str, Tick] = {}  # run id -> its tick, while its process runs
-        self.exited: dict[str, int] = {}  # run id -> exit code, not yet checked in the store
+        # run id -> exit code and one-line error, not yet checked in the store
+        self.exited: dict[str, tuple[int, str | None]] = {}
 
     # -- the lease --------------------------------------------------------------------------
 
@@ -159,20 +160,25 @@ class Scheduler:
         """Collect the runs whose process ended (the launcher's `reap`, if it has one); a run
         that ended before it was recorded in the store fails its tick, with the reason."""
         reap = getattr(self.launcher, "reap", None)
+        last_words = getattr(self.launcher, "last_words", None)
         for run_id, code in (reap() if reap else {}).items():
-            self.log(f"run {run_id} ended with exit code {code}")
-            self.exited[run_id] = code
+            words = last_words(run_id) if last_words else None
+            # said here too: the run's own log may be on the full disk that ended it
+            self.log(f"run {run_id} ended with exit code {code}"
+                     + (f": {words}" if words else ""))
+            self.exited[run_id] = (code, words)
         self._settle_exited()
 
     def _settle_exited(self) -> None:
         """A tick whose run's process exited without recording the run (it died starting:
         a full disk, a store that refused the write) says so, as `failed` with the exit code:
         else it would claim a run that no one can find or resume."""
-        for run_id, code in list(self.exited.items()):
+        for run_id, (code, words) in list(self.exited.items()):
             tick = self.launched.get(run_id)
             if tick is not None and not self.schedules.run_states([run_id]):
                 reason = (f"its run process exited with code {code} before recording run "
-                          f"{run_id} in the run store (see its log)")
+                          f"{run_id} in the run store"
+                          + (f": {words}" if words else " (see its log)"))
                 self.schedules.update_tick(tick.id, status=TickStatus.failed, reason=reason)
                 self.log(f"{tick.schedule}: tick {iso(tick.fire_time)} failed: {reason}")
             self.launched.pop(run_id, None)  # recorded (or not needed): else the next pass

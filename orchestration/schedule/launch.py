@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -9,13 +11,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
+from seqline.orchestration.environment import LAST_WORDS_FD
 from seqline.pipeline.artifacts import check_run_id
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.storage import Folder, fspath, seqline_home, slug, storage_of
 
 __all__ = ["LaunchRequest", "Launcher", "ProcessLauncher", "logs_folder", "root_text",
            "seqline_executable"]
-
 
 @dataclass(frozen=True)
 class LaunchRequest:
@@ -79,7 +81,8 @@ class ProcessLauncher:
 
     The process starts a new session: a SIGTERM or Ctrl-C to the scheduler (or to its
     process group, as systemd and a terminal send) never reaches a run, and a run that
-    crashes cannot take the scheduler down. Its output goes to `LOGS/RUN_ID.log`.
+    crashes cannot take the scheduler down. Its output goes to `LOGS/RUN_ID.log`, and its
+    one-line error, if it fails, to a pipe of the launcher's too (`last_words`).
     """
 
     def __init__(self, root: Folder, store: str | None, logs: Path,
@@ -95,6 +98,8 @@ class ProcessLauncher:
         self.logs = Path(logs)
         self.executable = executable or seqline_executable()
         self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self._pipes: dict[str, int] = {}  # run id -> the read end of its last-words pipe
+        self._words: dict[str, str] = {}  # run id -> what its ended run said there
 
     def command(self, request: LaunchRequest) -> list[str]:
         """The command line of a run."""
@@ -111,11 +116,21 @@ class ProcessLauncher:
         check_run_id(request.run_id)  # it names the log file: a name, never a path
         self.logs.mkdir(parents=True, exist_ok=True)
         # Appended, not truncated: a tick relaunched after a scheduler crash keeps both tries.
-        with open(self.logs / f"{request.run_id}.log", "ab") as log:
-            child = subprocess.Popen(self.command(request), stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        try:
+            with open(self.logs / f"{request.run_id}.log", "ab") as log:
+                child = subprocess.Popen(self.command(request), stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True, pass_fds=(write,),
+                                         env={**os.environ, LAST_WORDS_FD: str(write)})
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)  # the run's copy is the only one: its end is the pipe's
         self.children[request.run_id] = child
+        self._pipes[request.run_id] = read
         return child.pid
 
     def reap(self) -> dict[str, int]:
@@ -128,4 +143,23 @@ class ProcessLauncher:
                  if (code := child.poll()) is not None}
         for run_id in ended:
             del self.children[run_id]
+            words = _read_ready(self._pipes.pop(run_id))
+            if words:
+                self._words[run_id] = words
         return ended
+
+    def last_words(self, run_id: str) -> str | None:
+        """The one-line error an ended run said on its pipe (once; None if it said none)."""
+        return self._words.pop(run_id, None)
+
+
+def _read_ready(fd: int) -> str:
+    """What the pipe holds now, its last line; the pipe is closed. (Not read to its end: a
+    process the run started may still hold the write end.)"""
+    chunks = []
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    os.close(fd)
+    lines = b"".join(chunks).decode(errors="replace").strip().splitlines()
+    return lines[-1] if lines else ""

@@ -1,11 +1,16 @@
 """A tick whose run's process dies before recording the run (found by benchmarks/soak.py: a full
-disk as a scheduled run started) fails with the exit code, instead of claiming a run that
-does not exist."""
+disk as a scheduled run started) fails with the exit code and the run's one-line error,
+instead of claiming a run that does not exist."""
 
 from __future__ import annotations
 
+import contextlib
+import re
+import subprocess
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -71,5 +76,58 @@ def test_a_run_that_recorded_itself_keeps_its_tick_launched_whatever_its_exit(tm
         assert (tick.status, tick.reason) == ("launched", None)
         assert store.schedules.run_states([tick.run_id or ""]) == {
             "quick-20261120T010000Z": "succeeded"}
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def full_disk(tmp_path) -> Iterator[Path]:
+    """A tmpfs of its own, filled to its last byte (as the soak's disk_full fault leaves it)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); needs root")
+    try:
+        with contextlib.suppress(OSError), open(mount / "filler", "wb") as f:
+            while True:
+                f.write(b"\0" * 4096)
+                f.flush()
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_run_whose_log_is_on_a_full_disk_still_tells_the_scheduler_its_error(
+        tmp_path, full_disk):
+    """Soak finding 3: the run's log is on the disk whose filling ended it, so the log holds
+    nothing; the run says its one-line error on a pipe to the scheduler too, and the
+    scheduler's own log (journald's, say) and the tick's reason carry it."""
+    quick_project(tmp_path)
+    store = RunStore.open(tmp_path / "root")
+    try:
+        schedule, _ = new_schedule("quick", tmp_path / "quick.yaml", "0 * * * *", at=T0)
+        store.schedules.add_schedule(schedule)
+        (tmp_path / "in.csv").unlink()  # the run will stop on its missing input, exit 2
+        launcher = ProcessLauncher(tmp_path / "root", None, full_disk)
+        lines: list[str] = []
+        scheduler = Scheduler(store, launcher, clock=Clock(T0 + timedelta(hours=1, seconds=1)),
+                              log=lines.append)
+        scheduler.acquire()
+        scheduler.tick_once()
+        deadline = time.monotonic() + 60
+        while launcher.children and time.monotonic() < deadline:
+            scheduler.reap()
+            time.sleep(0.05)
+        assert (full_disk / "quick-20261120T010000Z.log").read_bytes() == b""  # nothing fit
+        said = next(line for line in lines if "ended with exit code" in line)
+        assert re.fullmatch(r"run quick-20261120T010000Z ended with exit code 2: error: .*"
+                            r"in\.csv.*", said), said
+        [tick] = store.schedules.ticks_of("quick")
+        assert tick.status == "failed"
+        assert tick.reason == ("its run process exited with code 2 before recording run "
+                               "quick-20261120T010000Z in the run store: "
+                               + said.split(": ", 1)[1])
     finally:
         store.close()
