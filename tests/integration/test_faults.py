@@ -33,6 +33,7 @@ import psutil
 import pytest
 
 from tests.conftest import USERFNS
+from tests.disks import small_filesystem
 
 PIPELINE = """\
 name: faults
@@ -339,14 +340,8 @@ def test_driver_killed_mid_training_resumes_from_its_checkpoint(folder):
 @pytest.fixture
 def small_disk(tmp_path):
     """A 3 MiB filesystem of its own (tmpfs), grown later as a user would free space."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); needs root")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    with small_filesystem(tmp_path / "disk", "3m") as mount:
+        yield mount
 
 
 def test_full_disk_fails_naming_the_path_and_resumes_identically(folder, small_disk):

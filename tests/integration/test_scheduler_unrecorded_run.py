@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,10 +17,19 @@ from seqline.orchestration.schedule.daemon import Scheduler
 from seqline.orchestration.schedule.launch import ProcessLauncher
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.store import RunStore
+from tests.disks import small_filesystem
 from tests.scheduling import Clock, quick_project
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 11, 20, 0, 0, tzinfo=UTC)
+
+
+def _reap_all(scheduler: Scheduler, launcher: ProcessLauncher, timeout: float = 60) -> None:
+    """Until the launched runs have ended and the scheduler has collected them."""
+    deadline = time.monotonic() + timeout
+    while launcher.children and time.monotonic() < deadline:
+        scheduler.reap()
+        time.sleep(0.05)
 
 
 def test_a_run_that_exits_before_recording_itself_fails_its_tick_with_the_reason(tmp_path):
@@ -41,10 +49,7 @@ def test_a_run_that_exits_before_recording_itself_fails_its_tick_with_the_reason
         scheduler.tick_once()
         [tick] = store.schedules.ticks_of("quick")
         assert tick.status == "launched"
-        deadline = time.monotonic() + 30
-        while launcher.children and time.monotonic() < deadline:
-            scheduler.reap()
-            time.sleep(0.05)
+        _reap_all(scheduler, launcher)
         [tick] = store.schedules.ticks_of("quick")
         assert (tick.status, tick.reason) == (
             "failed", "its run process exited with code 1 before recording run "
@@ -68,10 +73,7 @@ def test_a_run_that_recorded_itself_keeps_its_tick_launched_whatever_its_exit(tm
         scheduler = Scheduler(store, launcher, clock=Clock(T0 + timedelta(hours=1, seconds=1)))
         scheduler.acquire()
         scheduler.tick_once()
-        deadline = time.monotonic() + 120
-        while launcher.children and time.monotonic() < deadline:
-            scheduler.reap()
-            time.sleep(0.2)
+        _reap_all(scheduler, launcher, timeout=120)
         [tick] = store.schedules.ticks_of("quick")
         assert (tick.status, tick.reason) == ("launched", None)
         assert store.schedules.run_states([tick.run_id or ""]) == {
@@ -83,20 +85,12 @@ def test_a_run_that_recorded_itself_keeps_its_tick_launched_whatever_its_exit(tm
 @pytest.fixture
 def full_disk(tmp_path) -> Iterator[Path]:
     """A tmpfs of its own, filled to its last byte (as the soak's disk_full fault leaves it)."""
-    mount = tmp_path / "full"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); needs root")
-    try:
+    with small_filesystem(tmp_path / "full", "256k") as mount:
         with contextlib.suppress(OSError), open(mount / "filler", "wb") as f:
             while True:
                 f.write(b"\0" * 4096)
                 f.flush()
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_run_whose_log_is_on_a_full_disk_still_tells_the_scheduler_its_error(
@@ -116,10 +110,7 @@ def test_a_run_whose_log_is_on_a_full_disk_still_tells_the_scheduler_its_error(
                               log=lines.append)
         scheduler.acquire()
         scheduler.tick_once()
-        deadline = time.monotonic() + 60
-        while launcher.children and time.monotonic() < deadline:
-            scheduler.reap()
-            time.sleep(0.05)
+        _reap_all(scheduler, launcher)
         assert (full_disk / "quick-20261120T010000Z.log").read_bytes() == b""  # nothing fit
         said = next(line for line in lines if "ended with exit code" in line)
         assert re.fullmatch(r"run quick-20261120T010000Z ended with exit code 2: error: .*"

@@ -1,0 +1,25 @@
+"""A small filesystem of a test's own (tmpfs), for what a full disk does to a run."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+
+@contextmanager
+def small_filesystem(mount: Path, size: str) -> Iterator[Path]:
+    """`mount` (made here) as a tmpfs of `size` (e.g. "3m") while in the block; the test is
+    skipped where mounting needs root."""
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); needs root")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
