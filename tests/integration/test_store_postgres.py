@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
+from tests.unit.conftest import store  # noqa: F401  (fixture)
 from tests.unit.test_store import TestStoreContract as _Contract
-from tests.unit.test_store import real_run, store  # noqa: F401  (fixtures)
+from tests.unit.test_store import real_run  # noqa: F401  (fixture)
 from tests.unit.test_store_reads import TestReads as _Reads
 
 

@@ -4,7 +4,6 @@ store (tests/integration/test_runs_pages_postgres.py runs the class on PostgreSQ
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,18 +17,6 @@ from tests.unit.test_store_reads import LONG_AGO
 
 PIPELINES = ("weather", "clicks", "churn")
 COUNT, LIMIT = 120, 25  # five pages, the last one short
-
-
-@pytest.fixture
-def store_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'seqline.db'}"
-
-
-@pytest.fixture
-def store(store_url: str):
-    opened = RunStore(store_url)
-    yield opened
-    opened.close()
 
 
 def seed_runs(store: RunStore, count: int, *, samples_every: int = 0) -> list[str]:

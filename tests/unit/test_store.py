@@ -61,19 +61,6 @@ time.sleep(120)
 """
 
 
-@pytest.fixture
-def store_url(tmp_path: Path) -> str:
-    """A fresh SQLite file (the integration module runs these tests on PostgreSQL too)."""
-    return f"sqlite:///{tmp_path / 'seqline.db'}"
-
-
-@pytest.fixture
-def store(store_url: str):
-    opened = RunStore(store_url)
-    yield opened
-    opened.close()
-
-
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory) -> Path:
     """A real two-stage run made by `seqline run` (ingest + tfrecord_write on 10 rows)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -19,18 +18,6 @@ from seqline.orchestration.store.tables import runs
 from seqline.pipeline.errors import ConfigError
 
 LONG_AGO = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def store_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'seqline.db'}"
-
-
-@pytest.fixture
-def store(store_url: str):
-    opened = RunStore(store_url)
-    yield opened
-    opened.close()
 
 
 def _run(store: RunStore, run_id: str, pipeline: str = "p", trigger: str = "manual") -> int:
