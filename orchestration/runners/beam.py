@@ -174,8 +174,8 @@ class BeamRunner(Runner):
                 job.result()  # the job's own error, if it failed
                 return
             stopped = beam_workers.stop()
-            # Only the dead worker's block is charged an attempt (`stop` stops the others,
-            # the workers still running).
+            # Only the dead worker's block is charged an attempt (a dead worker not yet reaped
+            # is a zombie, which stop may count as stopped).
             for out in _outs(work, tasks):
                 for marker in _attempt_markers(out):
                     if int(marker.rsplit(".", 1)[1]) in stopped - dead:
