@@ -39,8 +39,8 @@ from seqline.orchestration.runners.forked import PRELOAD, WorkerContext, exit_wi
 __all__ = ["FORKED", "ForkedEnvironment", "Worker", "forget", "started", "stop"]
 
 FORKED = "seqline:env:forked_sdk_worker:v1"
-# Beam's SDK harness and seqline's transforms (most of a worker's imports), then what the
-# local runner's workers import (the stages' own).
+# Beam's SDK harness and seqline's transforms (most of a worker's imports), then the local
+# runner's (a process that runs both shares one fork server, preloaded by the first).
 BEAM_PRELOAD = ["apache_beam.runners.worker.sdk_worker_main",
                 "seqline.orchestration.runners.beam_transforms", *PRELOAD]
 # The exit that Beam's SubprocessSdkWorker reports, said in the same words (beam.py quiets it

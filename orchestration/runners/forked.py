@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import os
 import select
-import threading
 import time
 from collections.abc import Callable
 from multiprocessing import context, forkserver, popen_forkserver, reduction, spawn, util
@@ -17,9 +16,8 @@ from seqline.orchestration.processes import pid_alive
 __all__ = ["PRELOAD", "WorkerContext", "exit_with"]
 
 # Imported once by the fork server, so each worker starts with them loaded (tfx-bsl's coders
-# take about 1 s and 230 MB to import; pandas, 0.2 s, is imported by pyarrow's first
-# `pa.array`) instead of importing them on its first block.
-PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "pandas", "seqline.pipeline.tfrecord",
+# take about 1 s and 230 MB to import) instead of importing them on its first block.
+PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "seqline.pipeline.tfrecord",
            "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker"]
 
 # What a new process is told about the driver's main module: run it again as __mp_main__
@@ -48,8 +46,7 @@ class _PopenWithoutMain(popen_forkserver.Popen):
         finally:
             context.set_spawning_popen(None)
         # typeshed leaves out multiprocessing's private names (_fds, close_fds) used here.
-        server = _servers[process_obj.preload]
-        self.sentinel, w = server.connect_to_new_process(self._fds)  # type: ignore[attr-defined]
+        self.sentinel, w = forkserver.connect_to_new_process(self._fds)  # type: ignore[attr-defined]
         # The data pipe's write end, kept: the child sees its parent die when it closes.
         _parent_w = os.dup(w)
         self.finalizer = util.Finalize(self, util.close_fds,  # type: ignore[attr-defined]
@@ -60,41 +57,25 @@ class _PopenWithoutMain(popen_forkserver.Popen):
 
 
 class _WorkerProcess(context.ForkServerProcess):
-    preload: tuple[str, ...]  # names its fork server
-
     @staticmethod
     def _Popen(process_obj: Any) -> _PopenWithoutMain:  # noqa: N802 - multiprocessing's name
         return _PopenWithoutMain(process_obj)
 
 
 class WorkerContext(context.ForkServerContext):
-    """The forkserver context, whose processes never run the caller's `__main__`, forked from
-    a server of their own that imported `preload` first.
+    """The forkserver context, whose processes never run the caller's `__main__`.
 
     forkserver: workers fork from a clean server, not from a driver that may hold TensorFlow,
-    gRPC or Ray threads (forking those can deadlock). One server per preload (not Python's
-    one per process): the local runner's workers and Beam's SDK workers each start from a
-    server that imported what they need, whichever started first in a process that runs
-    both (a notebook, the test suite's workers).
+    gRPC or Ray threads (forking those can deadlock). A process has one fork server: its
+    preload is that of the first runner to start it (the others' modules are then imported
+    by each worker, as a new interpreter would).
     """
+
+    Process = _WorkerProcess  # type: ignore[assignment]
 
     def __init__(self, preload: list[str]) -> None:
         super().__init__()
-        self.preload = tuple(preload)
-        with _lock:
-            if self.preload not in _servers:
-                server = forkserver.ForkServer()
-                server.set_forkserver_preload(preload)
-                _servers[self.preload] = server
-
-    def Process(self, *args: Any, **kwargs: Any) -> _WorkerProcess:  # type: ignore[override]  # noqa: N802 - multiprocessing's name
-        process = _WorkerProcess(*args, **kwargs)
-        process.preload = self.preload
-        return process
-
-
-_servers: dict[tuple[str, ...], forkserver.ForkServer] = {}
-_lock = threading.Lock()
+        self.set_forkserver_preload(preload)
 
 
 def exit_with(driver: int, then: Callable[[], object] | None = None) -> None:
