@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.postgres import postgres_server, postgres_url  # noqa: F401  (fixtures)
+from tests.unit.conftest import store  # noqa: F401  (fixture)
 from tests.unit.test_runs_pages import TestRunsPages as _Pages
-from tests.unit.test_runs_pages import store  # noqa: F401  (fixture)
 
 
 @pytest.fixture
