@@ -19,6 +19,7 @@ from seqline.pipeline.storage import Folder, fspath, seqline_home, slug, storage
 __all__ = ["LaunchRequest", "Launcher", "ProcessLauncher", "logs_folder", "root_text",
            "seqline_executable"]
 
+
 @dataclass(frozen=True)
 class LaunchRequest:
     """One run to start: which pipeline, how, and under which id."""
