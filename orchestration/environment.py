@@ -8,7 +8,11 @@ import importlib.util
 import logging
 import os
 import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 __all__ = ["DEFAULT_ROOT", "DEFAULT_STORE", "LAST_WORDS_FD", "quiet_engines",
            "quiet_tensorflow", "take_launcher_pipe", "tell_launcher",
@@ -90,11 +94,30 @@ _launcher_pipe: int | None = None
 
 def take_launcher_pipe() -> None:
     """This process's launcher's pipe, taken out of the environment (once, as the CLI
-    starts): the run's own processes (workers, engines) must not inherit its number."""
+    starts): the run's own processes (workers, engines) must not inherit its number.
+
+    From then on an exception nobody caught (a bug) tells the launcher its line too, before
+    Python prints its traceback: to stderr, which may be a log on a full disk (soak finding 8).
+    """
     global _launcher_pipe
     fd = os.environ.pop(LAST_WORDS_FD, None)
     if fd is not None and fd.isdigit():
         _launcher_pipe = int(fd)
+        sys.excepthook = _telling_launcher(sys.excepthook)
+
+
+def _telling_launcher(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """`hook` (Python's excepthook, or Typer's), after the launcher is told the exception's
+    line. Example: "error: uncaught OSError: [Errno 5] Input/output error: '/r/x' (its
+    traceback went to stderr)"."""
+
+    def tell_then_hook(kind: type[BaseException], error: BaseException,
+                       tb: TracebackType | None) -> None:
+        line = " ".join("".join(traceback.format_exception_only(kind, error)).split())
+        tell_launcher(f"error: uncaught {line} (its traceback went to stderr)")
+        hook(kind, error, tb)
+
+    return tell_then_hook
 
 
 def tell_launcher(line: str) -> None:

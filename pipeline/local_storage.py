@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from seqline.pipeline.storage import Folder, on_this_disk
+from seqline.pipeline.errors import DISK_FULL, disk_full_message
+from seqline.pipeline.storage import DiskFull, Folder, on_this_disk
 
 __all__ = ["LocalStorage"]
 
@@ -54,9 +55,13 @@ class LocalStorage:
             os.replace(partial, path)
         except OSError as exc:
             partial.unlink(missing_ok=True)
-            if exc.filename is None:  # write() and fsync() do not say which file: we do
-                raise OSError(exc.errno, exc.strerror, str(partial)) from exc
-            raise
+            # write() and fsync() do not say which file: we do
+            named = exc if exc.filename else OSError(exc.errno, exc.strerror, str(partial))
+            if named.errno in DISK_FULL:  # run.json on a full disk: one line, not a traceback
+                raise DiskFull(disk_full_message(named, partial)) from named
+            if named is exc:
+                raise
+            raise named from exc
 
     def remove(self, place: Folder, names: Iterable[str] | None = None) -> None:
         path = on_this_disk(place)

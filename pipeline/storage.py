@@ -43,10 +43,20 @@ from urllib.parse import urlsplit
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from seqline.pipeline.errors import ConfigError, InternalError
+from seqline.pipeline.errors import ConfigError, InternalError, SeqlineError
 
-__all__ = ["Folder", "Location", "Storage", "folder", "fspath", "open_root",
+__all__ = ["DiskFull", "Folder", "Location", "Storage", "folder", "fspath", "open_root",
            "scratch", "seqline_home", "slug", "storage_of", "write_atomically", "write_json"]
+
+
+class DiskFull(SeqlineError):
+    """A file of the run's own (run.json, a manifest, a shard) could not be written: its disk
+    is full. Said in `disk_full_message`'s words (the path, how full, how to finish the run),
+    the OSError chained; `seqline run` prints it as its one line, exit 1.
+
+    Example: DiskFull("the disk is full: writing /r/runs/x/.run.json.tmp-7 failed (No space
+    left on device; 0 MiB free of 64 MiB there). Free space … --resume --run-id ID` …").
+    """
 
 
 @dataclass(frozen=True)
@@ -130,7 +140,11 @@ class Storage(Protocol):
                          durable: bool = False) -> None:
         """Replace a file whole: readers see the old bytes or the new, never a part. A local
         file's folder must exist. `durable`: on disk before it has its name (a manifest will
-        vouch for it)."""
+        vouch for it).
+
+        Raises:
+            DiskFull: no space left (or over quota) on the file's disk.
+        """
 
     def remove(self, place: Folder, names: Iterable[str] | None = None) -> None:
         """The folder `place` and all under it, or only the files `names` (relative) in it."""
@@ -209,13 +223,21 @@ def on_object_store(place: Folder) -> Location:
 
 
 def write_atomically(place: Folder, text: str) -> None:
-    """Replace a small file whole: readers see the old text or the new, never a part."""
+    """Replace a small file whole: readers see the old text or the new, never a part.
+
+    Raises:
+        DiskFull: its disk is full.
+    """
     storage_of(place).write_atomically(place, text)
 
 
 def write_json(place: Folder, value: Any, *, sort_keys: bool = True,
                durable: bool = False) -> None:
-    """`value` as indented JSON, replacing the file whole (run.json, verify.json, manifests)."""
+    """`value` as indented JSON, replacing the file whole (run.json, verify.json, manifests).
+
+    Raises:
+        DiskFull: its disk is full.
+    """
     storage_of(place).write_atomically(
         place, json.dumps(value, indent=2, sort_keys=sort_keys), durable=durable)
 

@@ -22,6 +22,7 @@ from seqline.orchestration.cli import (
 from seqline.orchestration.cli.console import UNBOUNDED_WIDTH, out
 from seqline.orchestration.cli.options import fail, output, usage_line
 from seqline.orchestration.environment import quiet_engines, take_launcher_pipe
+from seqline.pipeline.errors import disk_full, disk_full_message
 
 __all__ = ["app", "main_command"]
 
@@ -87,7 +88,8 @@ app.command()(verify.verify)
 
 def main_command() -> None:
     """The `seqline` console script: the app, with click's usage errors (a bad option value,
-    an unknown option or command, a missing argument) in seqline's one-line voice, exit 2."""
+    an unknown option or command, a missing argument) in seqline's one-line voice, exit 2,
+    and a full disk nobody expected in the storage's one line, exit 1."""
     try:
         code = app(standalone_mode=False)
     except NoArgsIsHelpError as exc:  # `seqline` alone (or a group alone): its help
@@ -101,6 +103,18 @@ def main_command() -> None:
     except ClickException as exc:  # (click's other errors: a file it could not open)
         exc.show()
         code = exc.exit_code
+    except Exception as exc:
+        # A full disk wherever seqline did not expect one (a run's folder made on it) is
+        # said as the storage says it, in one line, exit 1: a traceback would go to a log on
+        # that very disk. Anything else goes on to the excepthook (environment.py), which
+        # tells the launcher its line, and to the traceback a bug report needs.
+        full = disk_full(exc)
+        if full is None:
+            raise
+        try:
+            fail(disk_full_message(full, "."), code=1)
+        except typer.Exit as exit_:
+            code = exit_.exit_code
     sys.exit(code if isinstance(code, int) else 0)
 
 

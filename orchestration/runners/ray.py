@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,15 +16,58 @@ from seqline.orchestration.processes import remove_scratch, scratch_dir
 from seqline.orchestration.runners.base import Runner, poisoned, retry_after_death, run_windowed
 from seqline.orchestration.runners.ray_train import RayTrainLauncher
 from seqline.pipeline.blocks import Block
-from seqline.pipeline.errors import Cancelled
+from seqline.pipeline.errors import Cancelled, SeqlineError, disk_full, disk_full_message
 from seqline.pipeline.tasks import BlockResult, MapTask
 
-__all__ = ["RayRunner"]
+__all__ = ["RayNotStarted", "RayRunner"]
 
 # How far past its temp folder a local Ray puts its sockets:
 # /session_2026-11-24_22-54-21_553245_12345/sockets/plasma_store, with room to spare.
 RAY_SOCKET_DEPTH = 72
+# Below this free space, a local Ray that did not start is blamed on its temp folder's disk
+# (its GCS and raylet write their logs and port files there; making the folder itself takes
+# no space), above it on load. A margin, not a measure.
+RAY_MIN_FREE_MIB = 64
 ABORT_POLL_SECONDS = 0.25  # how often a wait for blocks checks whether the run was cancelled
+
+
+class RayNotStarted(SeqlineError):
+    """`ray.init` failed: a local Ray's GCS did not come up (a full disk under its temp
+    folder, a machine too loaded), or the cluster at `address` did not answer. Its error is
+    chained; the message says where Ray was and how to finish the run.
+
+    Example: "Ray did not start: RuntimeError: Timed out waiting for file /tmp/seqline-ray-7-
+    ab/session_…/gcs_server_port_…; its temp folder /tmp/seqline-ray-7-ab has 0 MiB free:
+    free space there or set TMPDIR to a folder with room, then finish the run with `seqline
+    run … --resume --run-id ID`."
+    """
+
+    @classmethod
+    def of(cls, error: BaseException, address: str | None,
+           session: Path | None) -> RayNotStarted | None:
+        """The one-line error for what ray.init raised; None for an interrupt or an exit
+        (Ctrl-C, SIGTERM), which go on as they are."""
+        if not isinstance(error, Exception):
+            return None
+        full = disk_full(error)
+        if full is not None:  # (its message says how to finish the run)
+            return cls(f"Ray did not start: {disk_full_message(full, session or '.')}")
+        lines = str(error).strip().splitlines()
+        what = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+        finish = "then finish the run with `seqline run … --resume --run-id ID`."
+        if session is None:  # a cluster's: --ray-address or $RAY_ADDRESS
+            return cls(f"Ray did not start: {what} (the cluster at "
+                       f"{address or os.environ.get('RAY_ADDRESS')}). Check that it is up "
+                       f"and reachable from here, {finish}")
+        try:
+            free = shutil.disk_usage(session).free / 2**20
+        except OSError:
+            free = 0.0
+        why = (f"its temp folder {session} has {free:,.0f} MiB free: free space there or set "
+               "TMPDIR to a folder with room" if free < RAY_MIN_FREE_MIB else
+               "the machine may have been too loaded for Ray to start in time (set "
+               "RAY_gcs_server_port_wait_time_s to wait longer)")
+        return cls(f"Ray did not start: {what}; {why}, {finish}")
 
 
 def _run(task: MapTask, block: Block) -> BlockResult:
@@ -77,12 +121,16 @@ class RayRunner(Runner):
                          log_to_driver=verbose,
                          runtime_env=runtime_env,
                          _temp_dir=str(self._session) if self._session else None)
-            except BaseException:
-                # Ray did not start (its GCS timed out under load), or a SIGTERM came while
-                # it started (ray.init makes SIGTERM an exit): no one would close() this
-                # runner, and its folder would outlive the driver (soak finding 7).
+            except BaseException as exc:
+                # Ray did not start (its GCS timed out under load or on a full disk), or a
+                # SIGTERM came while it started (ray.init makes SIGTERM an exit): no one
+                # would close() this runner, and its folder would outlive the driver (soak
+                # finding 7). A failure is said in one line (soak finding 8), not a traceback.
+                failed = RayNotStarted.of(exc, address, self._session)  # before close()
                 self.close()
-                raise
+                if failed is None:
+                    raise
+                raise failed from exc
         self._aborted = False
         # train `workers: N` runs on this Ray through Ray Train (the executor hands it to
         # driver stages in their StageContext)
