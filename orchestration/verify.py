@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from seqline.components import COMPONENTS
+from seqline.orchestration.seq_gaps import duplicated, missing, said
 from seqline.pipeline.artifacts import VERDICT, read_manifest, run_dir
 from seqline.pipeline.audit import seq_digest
 from seqline.pipeline.blocks import SEQ, seq_of
@@ -43,6 +44,8 @@ class StageCheck:
     shards: int = 0
     dead_letters: int = 0
     problems: list[str] = field(default_factory=list)
+    # The gap finder's intervals of seq, by kind ("missing", "duplicated"): seq_gaps.missing
+    gaps: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -140,15 +143,23 @@ def _check_stage(stage_dir: Folder, m: dict[str, Any], upstream: np.ndarray | No
         return None
     if seq is None:
         return None
-    _check_order(seq, m, problems)
+    if _check_order(seq, m, problems) and not m["exploded"]:
+        _add_gap(check, "duplicated", duplicated(seq))
     if len(seq) != m["records_out"]:
         problems.append(f"count: {len(seq)} records stored, manifest says {m['records_out']}")
     if seq_digest(seq) != m.get("seq_digest"):
         problems.append("seq digest: the stored seq stream is not the one the stage emitted "
                         "(a record is missing, repeated or moved)")
     if upstream is not None:
-        _check_coverage(seq, dead, upstream, m, problems)
+        _check_coverage(seq, dead, upstream, m, check)
     return seq
+
+
+def _add_gap(check: StageCheck, kind: str, found: dict[str, Any] | None) -> None:
+    """A kind of gap in the verdict, with its line among the problems."""
+    if found:
+        check.gaps[kind] = found
+        check.problems.append(said(kind, found))
 
 
 def _check_dead_letters(stage_dir: Folder, m: dict[str, Any], problems: list[str]) -> np.ndarray:
@@ -249,27 +260,32 @@ def _check_shard(stage_dir: Folder, i: int, shard: dict[str, Any], compression: 
     return problems, seq
 
 
-def _check_order(seq: np.ndarray, m: dict[str, Any], problems: list[str]) -> None:
+def _check_order(seq: np.ndarray, m: dict[str, Any], problems: list[str]) -> bool:
+    """The first seq out of order (or repeated); True when there is one."""
     steps = np.diff(seq)
     bad = np.flatnonzero(steps < 0 if m["exploded"] else steps <= 0)
     if len(bad):
         k = int(bad[0])
         what = "repeated" if seq[k + 1] == seq[k] else "out of order"
         problems.append(f"order: seq {seq[k + 1]} {what} after seq {seq[k]} (record {k + 1})")
+    return bool(len(bad))
 
 
 def _check_coverage(seq: np.ndarray, dead: np.ndarray, upstream: np.ndarray,
-                    m: dict[str, Any], problems: list[str]) -> None:
+                    m: dict[str, Any], check: StageCheck) -> None:
     # Sorted-array set operations: seq streams are (nearly) sorted, so sorting is cheap and
     # searchsorted beats hashing (np.unique took 0.6 s per million here).
+    problems = check.problems
     parents, upstream, dead = _distinct(seq), _sorted(upstream), _sorted(dead)
     if m["records_in"] != len(upstream):
         problems.append(f"coverage: records_in {m['records_in']}, the input holds "
                         f"{len(upstream)}")
+    strays = 0
     for values in (parents, dead):
-        strays = values[~_within(values, upstream)]
-        if len(strays):
-            problems.append(f"coverage: seq {strays[0]} is not in the stage's input")
+        stray = values[~_within(values, upstream)]
+        strays += len(stray)
+        if len(stray):
+            problems.append(f"coverage: seq {stray[0]} is not in the stage's input")
     both = dead[_within(dead, parents)]
     if len(both):
         problems.append(f"coverage: seq {both[0]} is both output and a dead letter")
@@ -280,6 +296,19 @@ def _check_coverage(seq: np.ndarray, dead: np.ndarray, upstream: np.ndarray,
     if len(seq) - len(parents) != m["exploded"]:
         problems.append(f"coverage: {len(seq) - len(parents)} extra rows from explode, "
                         f"manifest counts {m['exploded']}")
+    if filtered != m["filtered"] or strays or len(both):
+        # Only then: else every absent input seq is one the stage counted as filtered.
+        kept = parents if not len(dead) else _distinct(np.concatenate([parents, dead]))
+        _add_gap(check, "missing", _unfiltered(missing(_distinct(upstream), kept), m))
+
+
+def _unfiltered(found: dict[str, Any] | None, m: dict[str, Any]) -> dict[str, Any] | None:
+    """Missing seq, told apart from a filter's: the input's seq the stage neither output nor
+    dead-lettered are its filtered ones plus any lost; the artifacts cannot say which is
+    which, so a stage that filters has its absent seq listed with its filtered count."""
+    if found and m["filtered"]:
+        return {**found, "filtered": m["filtered"]}
+    return found
 
 
 def _sorted(values: np.ndarray) -> np.ndarray:

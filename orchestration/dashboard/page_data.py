@@ -9,6 +9,7 @@ from starlette.exceptions import HTTPException
 
 from seqline.components import COMPONENTS
 from seqline.orchestration.dashboard import files
+from seqline.orchestration.dashboard.accounting import accounting
 from seqline.orchestration.dashboard.batch_order import batch_order
 from seqline.orchestration.dashboard.compare import flat
 from seqline.orchestration.dashboard.context import Dashboard
@@ -95,7 +96,15 @@ def stage_view(dash: Dashboard, run_id: str, name: str, *, shards: int = 0, dead
         "ended": run["status"] in ENDED,
         "profile": profile_view(dash.reader, dash.root, run_id, name, manifest),
         "head_of_line": head_of_line(stage, columns),
+        "verified": _verified(dash, run_id, name),
     }
+
+
+def _verified(dash: Dashboard, run_id: str, name: str) -> dict[str, Any] | None:
+    """The stage's entry in verify's verdict (its problems and the gap finder's intervals);
+    None when the run was not verified or the verdict has no such stage."""
+    found = files.verify_of(dash.root, run_id) or {}
+    return next((c for c in found.get("stages") or [] if c.get("stage") == name), None)
 
 
 def _failure(run: dict[str, Any]) -> dict[str, Any] | None:
@@ -126,7 +135,8 @@ def _add_figures(stage: dict[str, Any], columns: dict[str, list[Any]],
     `why`: the store's reason (a reused stage without one: the run it came from);
     `error_shown`: its own error, None when it is a copy of the run's failure line (shown
     once, at the top); `not_run`: why it did not run (to the end), see _not_run;
-    `blocked`: a running stage's head of line now, see head_of_line.blocked.
+    `blocked`: a running stage's head of line now, see head_of_line.blocked;
+    `accounting`: whether its counts add up, see accounting.accounting.
     """
     stage["live"] = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
     rate = None
@@ -146,6 +156,7 @@ def _add_figures(stage: dict[str, Any], columns: dict[str, list[Any]],
     stage["error_shown"] = error if error and not copied else None
     stage["not_run"] = _not_run(stage, failure, run_status)
     stage["blocked"] = blocked(stage)
+    stage["accounting"] = accounting(stage)
 
 
 def _not_run(stage: dict[str, Any], failure: dict[str, Any] | None,

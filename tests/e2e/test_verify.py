@@ -5,14 +5,17 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 import shutil
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
 from seqline.orchestration.cli import app
 from seqline.pipeline import tfrecord
 from tests.conftest import USERFNS
+from tests.dashboard.conftest import Server
 
 PIPELINE = """\
 name: t
@@ -123,6 +126,52 @@ def test_verify_a_missing_record_is_caught_by_coverage_even_with_the_counts_fixe
                     result.output)
 
 
+def _plant_gaps_and_duplicates(root):
+    """write's shards hold seq 0..4, 5..9, 10..14, 15..19, 20..22 (5 a shard): seq 6 twice,
+    11 and 12 gone, 16 and 17 twice and 18 and 19 gone."""
+    _rewrite_shard(root, "write", 1, lambda r: r[:2] + r[1:])
+    _rewrite_shard(root, "write", 2, lambda r: r[:1] + r[3:])
+    _rewrite_shard(root, "write", 3, lambda r: r[:1] + [r[1], r[1], r[2], r[2]])
+
+
+GAPS = {"missing": {"records": 4, "intervals": 2, "first": [[11, 12], [18, 19]]},
+        "duplicated": {"records": 3, "intervals": 2, "first": [[6, 6], [16, 17]]}}
+
+
+def test_verify_names_every_missing_and_duplicated_range(root):
+    _plant_gaps_and_duplicates(root)
+    result = _verify(root)
+    assert result.exit_code == 1, result.output
+    assert _matches(r"write: gaps: 4 seq missing in 2 ranges: 11\.\.12, 18\.\.19", result.output)
+    assert _matches(r"write: duplicates: 3 extra records of seq in 2 ranges: 6, 16\.\.17",
+                    result.output), result.output
+    as_json = CliRunner().invoke(app, ["verify", "r", "--root", str(root), "--json"])
+    assert as_json.exit_code == 1
+    stages = {c["stage"]: c for c in json.loads(as_json.stdout)["stages"]}
+    assert stages["write"]["gaps"] == GAPS
+    assert stages["read"]["gaps"] == {}
+    saved = json.loads((root / "runs/r/verify.json").read_text())  # the dashboard's copy
+    assert {c["stage"]: c["gaps"] for c in saved["stages"]}["write"] == GAPS
+
+
+def test_a_stage_page_shows_the_gap_finders_intervals(root):
+    _plant_gaps_and_duplicates(root)
+    assert _verify(root).exit_code == 1
+    server = Server(root)
+    try:
+        page = httpx.get(server.url + "/runs/r/stages/write").text
+        good = httpx.get(server.url + "/runs/r/stages/read").text
+    finally:
+        server.stop()
+    for kind, shown in (("missing", [("11", "12"), ("18", "19")]),
+                        ("duplicated", [("6", "6"), ("16", "17")])):
+        table = page.split(f'class="gaps gaps-{kind}"')[1].split("</table>")[0]
+        rows = re.findall(r'lookup\?seq=\d+">([\d,]+)</a></td><td class="num">([\d,]+)<', table)
+        assert rows == shown, table
+    assert "breaks the ordering contract" in page
+    assert "holds the ordering contract" in good and "gaps-" not in good
+
+
 def test_verify_unknown_run_exits_2(root):
     result = CliRunner().invoke(app, ["verify", "nope", "--root", str(root)])
     assert result.exit_code == 2
@@ -130,6 +179,4 @@ def test_verify_unknown_run_exits_2(root):
 
 
 def _matches(pattern: str, text: str) -> bool:
-    import re
-
     return re.search(pattern, " ".join(text.split())) is not None
