@@ -12,7 +12,9 @@ if the audit found anything.
 
 What runs: schedule `quick` (local runner, overlap queue) and `onray` (Ray, overlap skip),
 both `* * * * *`, over an input folder that gains a part every minute; manual runs (local or
-Ray); one backfill of three past fire times of `quick`.
+Ray); one backfill of three past fire times of `quick`. Faults come every 4.5 s on average
+(about 130 of each kind in an hour); one that finds no target (no run going, another hold
+still on) waits for one, up to 120 s (soak_faults).
 
 The supervisor, as systemd would: a killed (or exited) scheduler or dashboard is started again
 after 1 s; a run whose driver was killed, or that failed (a full disk, a store that refused a
@@ -27,7 +29,6 @@ import contextlib
 import ctypes
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -44,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import soak_audit  # noqa: E402
 import soak_chaos  # noqa: E402
 import soak_end  # noqa: E402
+import soak_faults  # noqa: E402
 import soak_setup  # noqa: E402
 from soak_report import table, write_markdown  # noqa: E402
 from soak_setup import MAX_RESUMES, SEQLINE  # noqa: E402
@@ -75,7 +77,6 @@ class Soak:
         self.env = {**os.environ, "TMPDIR": str(self.tmp_link)}
         self.me = psutil.Process()
         self.owned: dict[str, subprocess.Popen[bytes]] = {}  # name -> a process we started
-        self.rng = random.Random(args.seed + 1)  # which candidate a fault hits
         self.faults: list[dict] = []
         self.kinds: dict[str, Counter[str]] = {k: Counter() for k in soak_chaos.KINDS}
         self.resumes: Counter[str] = Counter()  # run id -> tries
@@ -86,7 +87,7 @@ class Soak:
         self.rows: list[int] = []
         self.running: set[str] = set()
         self.holds: list[threading.Thread] = []
-        self.waiting: list[soak_chaos.Fault] = []  # kills waiting for a target (--smoke)
+        self.waiting: list[soak_chaos.Fault] = []  # faults waiting for a target (soak_faults)
         self.started: set[int] = set()  # every pid we started (drivers among them)
         self.backfill: list[str] = []  # its command, run again if a fault stops it
         self.backfills_failed = self.backfill_tries = 0
@@ -150,13 +151,13 @@ class Soak:
                                  "--to", (start - timedelta(minutes=2)).isoformat()]
                 self._start("backfill", self.backfill)
             while faults and faults[0].at <= now:
-                self._inject(faults.pop(0), now)
+                soak_faults.inject(self, faults.pop(0), now)
             if now - last_look >= 1.0:
                 self.supervise()
                 last_look = now
-                for fault in self._retry():  # once a second: each try walks our processes
-                    self._inject(fault, now)
+                soak_faults.retry(self, now)  # once a second: each try walks our processes
             time.sleep(0.2)
+        soak_faults.give_up(self)
 
     def supervise(self, restart: bool = True) -> None:
         """Reap, restart what died, resume what a fault stopped."""
@@ -227,64 +228,6 @@ class Soak:
             with contextlib.suppress(psutil.Error, ChildProcessError):
                 if child.pid not in ours and child.status() == psutil.STATUS_ZOMBIE:
                     os.waitpid(child.pid, os.WNOHANG)
-
-    # -- faults -----------------------------------------------------------------------------
-
-    def _inject(self, fault: soak_chaos.Fault, now: float) -> None:
-        record = {"at": fault.at, "late_s": round(now - fault.at, 2), "kind": fault.kind}
-        target: psutil.Process | None = None
-        if fault.kind in ("scheduler", "dashboard") and fault.kind in self.owned:
-            target = psutil.Process(self.owned[fault.kind].pid)
-        elif fault.kind == "driver":
-            live = {r: p for r, p in soak_chaos.drivers(self.me).items() if r in self.running}
-            if live:
-                run_id = sorted(live)[int(fault.pick * len(live))]
-                target, record["run_id"] = live[run_id], run_id
-        elif fault.kind == "worker":
-            found = [(r, w) for r, d in sorted(soak_chaos.drivers(self.me).items())
-                     for w in soak_chaos.workers(d)]
-            if found:
-                record["run_id"], target = found[int(fault.pick * len(found))]
-        elif fault.kind == "disk_full" and self.tmpfs:
-            self._hold(record, soak_chaos.fill_disk, self.root, fault.hold)
-            return
-        elif fault.kind == "store_lock":
-            self._hold(record, soak_chaos.lock_store, self.root / "seqline.db", fault.hold)
-            return
-        if target is None and fault.kind in ("worker", "driver") and \
-                now - fault.at < self.args.patience:
-            self.waiting.append(fault)  # tried again each loop until a run is going
-            return
-        if target is not None and soak_chaos.kill(target):
-            self.killed.add(target.pid)
-            record["pid"] = target.pid
-            self.kinds[fault.kind]["injected"] += 1
-        else:
-            record["note"] = "no target" if fault.kind != "disk_full" else "no tmpfs"
-            self.kinds[fault.kind]["no target"] += 1
-        self.faults.append(record)
-
-    def _retry(self) -> list[soak_chaos.Fault]:
-        """The kills still waiting for a target, taken off the list (one try each)."""
-        waiting, self.waiting = self.waiting, []
-        return waiting
-
-    def _hold(self, record: dict, fn, *args) -> None:  # type: ignore[no-untyped-def]
-        def hold() -> None:
-            record["note"] = fn(*args)
-            ok = not record["note"].startswith("not taken")
-            self.kinds[record["kind"]]["injected" if ok else "no target"] += 1
-            self.faults.append(record)
-
-        self.holds = [t for t in self.holds if t.is_alive()]
-        if self.holds:  # one hold at a time: a full disk and a held lock do not stack
-            record["note"] = "a hold was still on"
-            self.kinds[record["kind"]]["no target"] += 1
-            self.faults.append(record)
-            return
-        thread = threading.Thread(target=hold, daemon=True)
-        self.holds.append(thread)
-        thread.start()
 
     # -- the end ----------------------------------------------------------------------------
 

@@ -59,7 +59,8 @@ def make_plan(seed: int, seconds: float, mean_gap: float, first_parts: int = 12)
     """
     rng = random.Random(seed)
     faults: list[Fault] = []
-    t, cycle = WARMUP_S, []
+    t = WARMUP_S
+    cycle: list[str] = []
     while True:
         t += rng.expovariate(1 / mean_gap)
         if t >= seconds - QUIET_TAIL_S:
