@@ -18,7 +18,7 @@ from starlette.responses import Response
 
 from seqline.orchestration.dashboard.live import Watchers
 from seqline.orchestration.dashboard.memo import LiveCache, Memo
-from seqline.orchestration.dashboard.series import SampleCache
+from seqline.orchestration.dashboard.series import SampleCache, ended_at
 from seqline.orchestration.store import RunReader, ScheduleStore
 from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
 from seqline.pipeline.storage import Folder
@@ -97,7 +97,8 @@ class Dashboard:
         """The samples of some stages (run_page's dicts) as chart columns, {name: columns},
         read incrementally (series.SampleCache); read-only, shared."""
         return self.charts.series(self.reader, [(s["stage_run_id"], s["t0"], s["name"],
-                                                 s.get("records_in")) for s in stages])
+                                                 s.get("records_in"), ended_at(s))
+                                                for s in stages])
 
     def samples_at(self, run: dict[str, Any], version: int | None = None) -> dict[str, Any]:
         """Every stage's samples ({name: columns}) of `run` (run_at's) at `version`; treat

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from seqline.orchestration.dashboard.units import count
+from seqline.orchestration.dashboard.units import count, significant
 from seqline.orchestration.store.statuses import RAN
 
 __all__ = ["LAYOUTS", "LOOKS", "graph", "node_words"]
 
 # Two layouts of the same boxes, in SVG user units (1 unit = 1 CSS px at full size):
 # `across` (stages left to right) for wide screens, `down` (top to bottom) for phones and for
-# pipelines too long to go across. Boxes are wide enough for ~20 characters of 12 px text.
+# pipelines too long to go across. Boxes are wide enough for ~17 characters of 12 px text;
+# a gap holds an edge's label, "99,999 out" in 11 px text (60 px) across, two lines down.
 LAYOUTS = {
-    "across": {"box_w": 150, "box_h": 46, "gap_main": 56, "gap_cross": 14},
-    "down": {"box_w": 230, "box_h": 40, "gap_main": 30, "gap_cross": 14},
+    "across": {"box_w": 140, "box_h": 46, "gap_main": 66, "gap_cross": 14},
+    "down": {"box_w": 230, "box_h": 40, "gap_main": 36, "gap_cross": 14},
 }
 PAD = 6  # room around the boxes, for their outlines
 # How a box is drawn (node_words), in the legend's order, with the legend's words.
@@ -36,21 +37,24 @@ def graph(stages: list[dict[str, Any]]) -> dict[str, Any]:
     A stage's layer is one after the stage it reads (`source`, the plan's, kept with its
     row); a stage reading files starts a layer 0. A stage reads one stage, so every edge
     joins neighbouring layers and runs in the gap between them: it never crosses a box.
-    The edge into a stage is labelled with the
-    records that stage took in (its table's "in": records_in, or the newest sample's
-    records done while it runs); an edge into a stage that did not run has none.
+    An edge carries the records that left the stage it starts from (that stage's "out") and
+    those the stage it enters took in (its "in"), as the table's columns say them: one
+    number when they are the same, both, named, when they are not (batching's 1,461 records
+    out became training's 1,155 windows in), see _labels.
 
-    Example: stages read → features (source read, 1,461 in) give boxes at layers 0 and 1 and
-    one edge {"from": "read", "to": "features", "label": "1,461"}.
+    Example: stages read → features (1,461 out of read, 1,461 into features) give boxes at
+    layers 0 and 1 and one edge {"from": "read", "to": "features", "label": "1,461",
+    "labels": ["1,461"], "title": "read → features: 1,461 records"}.
 
     Returns:
         {"nodes": [{name, status, look, words, title, layer, pos}], "edges": [{from, to,
-        label, look}], "across": layout | None (too wide), "down": layout, "legend": the
+        label, labels, title, look}], "across": layout | None (too wide), "down": layout,
+        "legend": the
         looks drawn, with their words ([{look, words}], LOOKS' order)}; a layout is
         {"width", "height", "boxes": {name: {x, y, w, h}}, "paths": [{d, label_x, label_y,
-        anchor}]} (paths in the order of `edges`).
+        label_ys, anchor}]} (paths in the order of `edges`).
     """
-    names = {s["name"] for s in stages}
+    by_name = {s["name"]: s for s in stages}
     layer: dict[str, int] = {}
     nodes, edges = [], []
     per_layer: dict[int, int] = {}
@@ -63,8 +67,10 @@ def graph(stages: list[dict[str, Any]]) -> dict[str, Any]:
         words, look = node_words(stage)
         nodes.append({"name": stage["name"], "status": stage["status"], "look": look,
                       "words": words, "title": _title(stage, words), "layer": at, "pos": pos})
-        if source in names:
-            edges.append({"from": source, "to": stage["name"], "label": _passed(stage),
+        if source in by_name:
+            labels, title = _labels(by_name[source], stage)
+            edges.append({"from": source, "to": stage["name"], "labels": labels,
+                          "label": " / ".join(labels), "title": title,
                           "look": "notrun" if look in ("notrun", "because-failure") else look})
     across = _layout(nodes, edges, "across")
     return {"nodes": nodes, "edges": edges, "down": _layout(nodes, edges, "down"),
@@ -103,14 +109,56 @@ def _title(stage: dict[str, Any], words: str) -> str:
     return f"{stage['name']}: {words}" + (f" ({why})" if why and why != words else "")
 
 
-def _passed(stage: dict[str, Any]) -> str:
-    """The records a stage took in, as its table's "in" column shows them."""
+def _labels(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], str]:
+    """An edge's labels (one or two lines) and its tooltip, from the stage it leaves (`a`)
+    and the stage it enters (`b`).
+
+    Example: batches (1,461 out) → model (1,155 in) -> (["1,461 out", "1,155 in"],
+    "batches → model: 1,461 records out of batches; model took in 1,155"); read → examples,
+    1,461 both -> (["1,461"], "read → examples: 1,461 records"); into a stage that did not run
+    -> (["1,461 out"], "…: 1,461 records out of read; examples did not take any in").
+    """
+    out, took = _out(a), _taken(b)
+    head = f"{a['name']} → {b['name']}"
+    if out is None and took is None:
+        return [], head
+    if out == took:
+        return [_short(out)], f"{head}: {count(out)} records"
+    words = [f"{count(out)} records out of {a['name']}"] if out is not None else []
+    words.append(f"{b['name']} took in {count(took)}" if took is not None
+                 else f"{b['name']} did not take any in")
+    labels = ([f"{_short(out)} out"] if out is not None else []) + \
+        ([f"{_short(took)} in"] if took is not None else [])
+    return labels, f"{head}: {'; '.join(words)}"
+
+
+def _out(stage: dict[str, Any]) -> int | None:
+    """The records a stage passed on, as its table's "out" column shows them (None before it
+    commits: while it runs, or when it failed)."""
     if stage["status"] not in (*RAN, "cached"):
-        return ""
-    done = stage.get("records_in")
+        return None
+    out: int | None = stage.get("records_out")
+    return out
+
+
+def _taken(stage: dict[str, Any]) -> int | None:
+    """The records a stage took in, as its table's "in" column shows them (the newest
+    sample's records done while it runs); None for a stage that did not run."""
+    if stage["status"] not in (*RAN, "cached"):
+        return None
+    done: int | None = stage.get("records_in")
     if done is None:
         done = (stage.get("live") or {}).get("records_done")
-    return count(done)
+    return done
+
+
+def _short(value: int | None) -> str:
+    """A count that fits an edge's gap: in full below 100,000 ("99,999"), else to 3 digits
+    ("146k", "1.46M"); the edge's tooltip holds it in full."""
+    if value is None or abs(value) < 100_000:
+        return count(value)
+    number, unit = (value / 1e6, "M") if abs(value) >= 1e6 else (value / 1e3, "k")
+    return f"{significant(number)}{unit}"
 
 
 def _layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]],
@@ -136,18 +184,21 @@ def _layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]],
 
 
 def _path(a: dict[str, Any], b: dict[str, Any], across: bool) -> dict[str, Any]:
-    """An edge from box `a` to box `b` (the next layer) as an SVG curve, and where its label
-    goes: across, from a's right side to b's left, labelled above; down, from a's bottom to
-    b's top, labelled right of it."""
+    """An edge from box `a` to box `b` (the next layer) as an SVG curve, and where its
+    labels go (`label_y`: one label's, `label_ys`: two labels'): across, from a's right side
+    to b's left, labelled above the line ("out" above, "in" below it); down, from a's bottom
+    to b's top, labelled right of it ("out" over "in")."""
     if across:
         x1, y1, x2, y2 = a["x"] + a["w"], a["y"] + a["h"] / 2, b["x"], b["y"] + b["h"] / 2
         mid = (x1 + x2) / 2
         d = f"M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}"
-        return {"d": d, "label_x": mid, "label_y": min(y1, y2) - 5, "anchor": "middle"}
+        return {"d": d, "label_x": mid, "label_y": min(y1, y2) - 5,
+                "label_ys": [min(y1, y2) - 5, max(y1, y2) + 14], "anchor": "middle"}
     x1, y1, x2, y2 = a["x"] + a["w"] / 2, a["y"] + a["h"], b["x"] + b["w"] / 2, b["y"]
     mid = (y1 + y2) / 2
     d = f"M{x1},{y1} C{x1},{mid} {x2},{mid} {x2},{y2}"
-    return {"d": d, "label_x": max(x1, x2) + 8, "label_y": mid + 4, "anchor": "start"}
+    return {"d": d, "label_x": max(x1, x2) + 8, "label_y": mid + 4,
+            "label_ys": [mid - 2, mid + 11], "anchor": "start"}
 
 
 def _fit(text: str, width: float, per_char: float) -> str:

@@ -16,6 +16,7 @@ from seqline.orchestration.dashboard.context import Dashboard
 from seqline.orchestration.dashboard.graph import graph
 from seqline.orchestration.dashboard.head_of_line import blocked, head_of_line
 from seqline.orchestration.dashboard.profile_data import profile_view
+from seqline.orchestration.dashboard.series import ended_at
 from seqline.orchestration.dashboard.timeline import RAN, bottleneck, timeline
 from seqline.orchestration.store.statuses import ENDED
 
@@ -128,10 +129,11 @@ def _add_figures(stage: dict[str, Any], columns: dict[str, list[Any]],
                  failure: dict[str, Any] | None, run_status: str) -> None:
     """What a stage's rows show beside its counts, added to its dict (run_view's copy):
 
-    `live`: its newest sample; `rows_per_s`: a running stage's sampled rate, a finished
-    one's records in over its seconds (as the terminal's table), None for a stage that did
-    not run now; `peak_in_flight`, `peak_held`: the most blocks in flight and held by its
-    reorder buffer (the chart's peaks, and the row's maximum);
+    `live`: its newest sample; `t1`: its end as its table counts it (series.ended_at);
+    `rows_per_s`: a running stage's sampled rate, a finished one's records in over its
+    seconds (as the terminal's table), None for a stage that did not run now;
+    `peak_in_flight`, `peak_held`: the most blocks in flight and held by its reorder buffer
+    (the chart's peaks, and the row's maximum);
     `why`: the store's reason (a reused stage without one: the run it came from);
     `error_shown`: its own error, None when it is a copy of the run's failure line (shown
     once, at the top); `not_run`: why it did not run (to the end), see _not_run;
@@ -139,6 +141,7 @@ def _add_figures(stage: dict[str, Any], columns: dict[str, list[Any]],
     `accounting`: whether its counts add up, see accounting.accounting.
     """
     stage["live"] = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
+    stage["t1"] = ended_at(stage)  # the timeline's bar and the chart's span: its seconds
     rate = None
     if stage["status"] == "running":
         rate = stage["live"].get("rows_per_s")

@@ -22,6 +22,7 @@ from seqline.orchestration.dashboard.context import (
 )
 from seqline.orchestration.dashboard.live import Snapshot
 from seqline.orchestration.dashboard.page_data import compare_view, run_view, stage_view
+from seqline.orchestration.dashboard.run_facts import options_in_words
 from seqline.orchestration.dashboard.schedules import schedules_view
 from seqline.orchestration.dashboard.units import FILTERS, significant
 from seqline.orchestration.reruns import RerunCommand, rerun_commands
@@ -55,7 +56,7 @@ def snapshot(dash: Dashboard, run_id: str, view: str, version: int) -> Snapshot:
     """A live view's HTML and samples at `version`: "run" (the run page) or "stage/NAME" (a
     stage page's first pages); its data is shared with pages loaded at the same version."""
     shown = _view(dash, run_id, view, version)
-    name = "run_live.html" if view == "run" else "stage_live.html"
+    name = "run_update.html" if view == "run" else "stage_live.html"
     return env.get_template(name).render(**shown), shown["samples"]
 
 
@@ -87,8 +88,10 @@ async def run_page(request: Request) -> Response:
     def page() -> Response:
         view = _view(dash, run_id, "run", dash.version(run_id))
         if live:
-            return render("run_live.html", **view)
-        return render("run.html", **view, commands=commands_of(request, view["run"]))
+            return render("run_update.html", **view)
+        return render("run.html", **view, commands=commands_of(request, view["run"]),
+                      options_words=options_in_words(view["run"]["options"],
+                                                     view["run"]["runner"]))
 
     return await dash.live(request, run_id, page)
 

@@ -21,6 +21,9 @@ MIN_UNITS = 2.0
 NOTE_UNITS = 320
 # A reused stage lasts about 0 s now: drawn this wide so that it can be seen at all.
 MARK_UNITS = 4.0
+# The narrowest bar: a stage of 10 ms in a run of 3 s (a read failing on its first block)
+# would be 3 units, 2 px on a phone (the SVG is 640 px wide there); 8 units are 5 px.
+MIN_BAR_UNITS = 8.0
 # The five states a stage's time is drawn in, and the words the legend and tooltips use.
 STATES = {"working": "working", "input": "waiting on input",
           "output": "waiting on output (backpressure)", "reused": "reused (not run now)",
@@ -66,8 +69,9 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> d
         if state == "reused":
             t0 = t1 = stage["t1"] or stage["t0"]  # now-seconds, about 0: a mark
         if t0 is not None and t1 is not None and state is not None:
-            width = max(round(x(t1) - x(t0), 1), MARK_UNITS if state == "reused" else 1.0)
-            row["bar"] = {"x": x(t0), "w": width, "state": state,
+            width = max(round(x(t1) - x(t0), 1), MARK_UNITS if state == "reused"
+                        else MIN_BAR_UNITS)
+            row["bar"] = {"x": min(x(t0), WIDTH - width), "w": width, "state": state,
                           "seconds": round(max(t1 - t0, 0.0), 3) if state != "reused"
                           else stage["seconds"]}
             if state != "reused":

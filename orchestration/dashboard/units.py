@@ -8,9 +8,12 @@ same; longer spans go to minutes and hours.
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["FILTERS", "count", "duration", "significant", "size"]
+from markupsafe import Markup
+
+__all__ = ["FILTERS", "count", "duration", "significant", "size", "when"]
 
 
 def duration(value: Any) -> str:
@@ -58,5 +61,27 @@ def size(value: Any) -> str:
     return ""  # not reached: TB takes the rest
 
 
-# The templates' filters: `|seconds`, `|count`, `|significant` (rates), `|size` (bytes).
-FILTERS = {"seconds": duration, "count": count, "significant": significant, "size": size}
+def when(value: Any, show: str = "local") -> Markup | str:
+    """A stored time (ISO 8601) as a <time> element that reads as a person would say it.
+
+    The page says it in UTC ("27 Nov 2026, 18:24:49 UTC"); static/times.js, when it runs,
+    says it in the reader's own zone and how long ago: `show` "local" ("today 18:24:49"),
+    "relative" ("5 min ago", the local time in its tooltip) or "both" ("today 18:24:49,
+    5 min ago"). A missing or unreadable value -> "".
+    """
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        return ""
+    if moment.tzinfo is None:  # the store's times are UTC
+        moment = moment.replace(tzinfo=UTC)
+    stamp = moment.astimezone(UTC)
+    text = f"{stamp.day} {stamp:%b %Y, %H:%M:%S} UTC"
+    return Markup('<time class="when" datetime="{}" data-show="{}" title="{}">{}</time>').format(
+        stamp.isoformat(), show, text, text)
+
+
+# The templates' filters: `|seconds`, `|count`, `|significant` (rates), `|size` (bytes),
+# `|when` (times).
+FILTERS = {"seconds": duration, "count": count, "significant": significant, "size": size,
+           "when": when}

@@ -336,14 +336,21 @@ def _drawn_rate(page, chart: str, series: int) -> float:
     return sum(dt * r for dt, r in steps) / sum(dt for dt, _ in steps)
 
 
-@pytest.mark.parametrize("stage", ["read", "features", "batches", "model", "evaluation"])
+@pytest.mark.parametrize("stage", ["read", "examples", "features", "batches", "model",
+                                   "evaluation"])
 def test_a_stage_rate_chart_agrees_with_its_table(server, page, stage):
     """The train stage's chart drew every epoch's records (~1,000/s beside a table's 65/s),
-    batching's and evaluation's drew 0: each now averages to its table's records/s."""
+    batching's and evaluation's drew 0, and a short read's chart spread its records over the
+    1.73 s to its recorded commit (peak 875/s beside a table's 1,040 for 1.40 s): each now
+    spans the stage's seconds and averages to its table's records/s, its bar as long."""
     _show(page, server.url + f"/runs/demo-a/stages/{stage}", 1400, "light")
     table = float(page.locator("table.counts td.rows-per-s").inner_text().replace(",", ""))
-    # Within a sampling interval's share of the stage (its samples start and end inside it).
-    assert _drawn_rate(page, "#chart-stage-rate", 1) == pytest.approx(table, rel=0.25)
+    # The table's 3 significant digits, and the chart's steps placed to 1 ms (of 0.3 s).
+    assert _drawn_rate(page, "#chart-stage-rate", 1) == pytest.approx(table, rel=0.015)
+    page.goto(server.url + "/runs/demo-a")
+    seconds = _seconds(page.locator(f"tr.stage-row[data-stage={stage}] td.seconds").inner_text())
+    bar = page.locator(f"g.tl-row[data-stage={stage}] rect.tl-bar").get_attribute("data-seconds")
+    assert float(bar) == pytest.approx(seconds, abs=0.006)  # the table's 2 decimals
     assert page.problems == []
 
 

@@ -13,14 +13,18 @@ from seqline.orchestration.dashboard.graph import ACROSS_MAX_WIDTH, graph, node_
 
 def _stage(name: str, source: str | None, status: str = "succeeded", records_in: int | None = 10,
            **more: object) -> dict[str, object]:
+    out = records_in if status in ("succeeded", "cached") else None
     return {"name": name, "source": source, "status": status, "records_in": records_in,
-            "live": {}, "not_run": None, **more}
+            "records_out": out, "live": {}, "not_run": None, **more}
 
 
+# The demo's counts: training takes 1,155 windows of batching's 1,461 records in; the model
+# stage's out is what it trained on; evaluation reads 1,461.
 DEMO = [_stage("read", None, records_in=1_461), _stage("examples", "read", records_in=1_461),
         _stage("features", "examples", records_in=1_461),
-        _stage("batches", "features", records_in=1_461), _stage("model", "batches", records_in=855),
-        _stage("evaluation", "model", records_in=80)]
+        _stage("batches", "features", records_in=1_461),
+        _stage("model", "batches", records_in=1_155),
+        _stage("evaluation", "model", records_in=1_461)]
 
 
 def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
@@ -28,14 +32,19 @@ def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
         a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"]
 
 
-def test_a_line_of_stages_is_one_layer_each_with_the_records_each_took_in():
+def test_a_line_of_stages_is_one_layer_each_with_the_records_out_and_in_on_its_edges():
+    """An edge agrees with the box it leaves (its "out"), and names the next box's "in" too
+    when that differs: batches -> model read 1,155 beside batches' 1,461 out."""
     drawn = graph(DEMO)
     assert [(n["name"], n["layer"], n["pos"]) for n in drawn["nodes"]] == [
         (s["name"], i, 0) for i, s in enumerate(DEMO)]
-    assert [(e["from"], e["to"], e["label"]) for e in drawn["edges"]] == [
-        ("read", "examples", "1,461"), ("examples", "features", "1,461"),
-        ("features", "batches", "1,461"), ("batches", "model", "855"),
-        ("model", "evaluation", "80")]
+    assert [(e["from"], e["to"], e["labels"]) for e in drawn["edges"]] == [
+        ("read", "examples", ["1,461"]), ("examples", "features", ["1,461"]),
+        ("features", "batches", ["1,461"]), ("batches", "model", ["1,461 out", "1,155 in"]),
+        ("model", "evaluation", ["1,155 out", "1,461 in"])]
+    titles = [e["title"] for e in drawn["edges"]]
+    assert titles[0] == "read → examples: 1,461 records"
+    assert titles[3] == "batches → model: 1,461 records out of batches; model took in 1,155"
     assert [k["look"] for k in drawn["legend"]] == ["ran"]  # the legend: what is drawn
     across, down = drawn["across"], drawn["down"]
     assert across is not None and across["width"] <= ACROSS_MAX_WIDTH
@@ -90,10 +99,12 @@ def test_each_state_has_its_words_and_look(stage, words, look):
 def test_an_edge_into_a_stage_that_did_not_run_carries_no_records_and_is_dashed():
     cause = {"because": "failure", "stage": "work", "verb": "not run",
              "short": "not run: work failed"}
-    drawn = graph([_stage("read", None), _stage("work", "read", status="failed", records_in=None,
-                                                live={"records_done": 40}),
+    drawn = graph([_stage("read", None, records_in=40),
+                   _stage("work", "read", status="failed", records_in=None,
+                          live={"records_done": 40}),
                    _stage("more", "work", status="skipped", records_in=None, not_run=cause)])
-    assert [(e["label"], e["look"]) for e in drawn["edges"]] == [("40", "ran"), ("", "notrun")]
+    assert [(e["labels"], e["look"]) for e in drawn["edges"]] == [(["40"], "ran"),
+                                                                  ([], "notrun")]
     assert drawn["nodes"][2]["title"].startswith("more: not run: work failed")
 
 
@@ -115,3 +126,35 @@ def test_a_pipeline_too_long_to_go_across_is_drawn_down_only():
 def test_a_source_the_run_does_not_have_starts_a_layer():
     drawn = graph([_stage("a", "gone"), _stage("b", "a")])
     assert [n["layer"] for n in drawn["nodes"]] == [0, 1] and len(drawn["edges"]) == 1
+
+
+@pytest.mark.parametrize(("a", "b", "labels", "title"), [
+    (_stage("read", None, records_in=1_000), _stage("work", "read", status="running",
+                                                    records_in=None, live={"records_done": 400}),
+     ["1,000 out", "400 in"], "read → work: 1,000 records out of read; work took in 400"),
+    (_stage("read", None, status="running", records_in=None, live={"records_done": 512}),
+     _stage("work", "read", status="running", records_in=None, live={"records_done": 256}),
+     ["256 in"], "read → work: work took in 256"),  # read's out: counted when it commits
+    (_stage("read", None, records_in=1_461), _stage("work", "read", status="skipped",
+                                                    records_in=None),
+     ["1,461 out"], "read → work: 1,461 records out of read; work did not take any in"),
+    (_stage("read", None, records_in=1_000_000), _stage("work", "read", records_in=146_250),
+     ["1.00M out", "146k in"], "read → work: 1,000,000 records out of read; work took in "
+                               "146,250"),
+])
+def test_an_edge_names_out_and_in_when_they_differ(a, b, labels, title):
+    edge = graph([a, b])["edges"][0]
+    assert (edge["labels"], edge["title"]) == (labels, title)
+
+
+def test_two_labels_sit_either_side_of_the_line_inside_the_gap():
+    drawn = graph(DEMO)
+    across, down = drawn["across"], drawn["down"]
+    path, boxes = across["paths"][3], across["boxes"]
+    above, below = path["label_ys"]
+    assert above < boxes["model"]["y"] + boxes["model"]["h"] / 2 < below
+    gap = boxes["model"]["x"] - (boxes["batches"]["x"] + boxes["batches"]["w"])
+    assert gap >= 10 * 6  # "99,999 out" in 11 px text
+    first, second = down["paths"][3]["label_ys"]
+    assert down["boxes"]["batches"]["y"] + down["boxes"]["batches"]["h"] < first - 9
+    assert second < down["boxes"]["model"]["y"]

@@ -46,7 +46,7 @@ def test_reads_in_random_batches_add_up_to_one_whole_read(store):
             batch = [t + i for i in range(pace.randint(0, 5))]
             _write(store, stage_run, batch)
         t += 6
-        got = cache.series(store, [(a, 1.0, "a", None), (b, 1.0, "b", None)])
+        got = cache.series(store, [(a, 1.0, "a", None, None), (b, 1.0, "b", None, None)])
         assert got == {"a": series.from_start(_everything(store, a), 1.0),
                        "b": series.from_start(_everything(store, b), 1.0)}
 
@@ -56,10 +56,10 @@ def test_a_long_stage_is_thinned_and_still_ends_at_its_newest_sample(store, monk
     stage_run = store.start_stage("r", "a", "ingest", params={}, cache_key=None)
     cache = SampleCache()
     _write(store, stage_run, [float(i) for i in range(15)])
-    first = cache.series(store, [(stage_run, 1.0, "a", None)])["a"]
+    first = cache.series(store, [(stage_run, 1.0, "a", None, None)])["a"]
     assert first["t"] == [float(i) for i in range(1, 15, 2)] + [14.0]  # each pair's last
     _write(store, stage_run, [float(i) for i in range(15, 31)])
-    later = cache.series(store, [(stage_run, 1.0, "a", None)])["a"]
+    later = cache.series(store, [(stage_run, 1.0, "a", None, None)])["a"]
     assert later["t"] == [1.0] + [float(i) for i in range(3, 31, 4)] + [30.0]  # each 4's last
     assert later["records_done"][-1] == 300
 
@@ -68,11 +68,11 @@ def test_a_reused_stage_run_id_with_another_start_is_read_afresh(store):
     stage_run = store.start_stage("r", "a", "ingest", params={}, cache_key=None)
     cache = SampleCache()
     _write(store, stage_run, [10.0, 11.0])
-    assert cache.series(store, [(stage_run, 1.0, "a", None)])["a"]["t"] == [1.0, 10.0, 11.0]
+    assert cache.series(store, [(stage_run, 1.0, "a", None, None)])["a"]["t"] == [1.0, 10.0, 11.0]
     with store.engine.begin() as conn:  # the run deleted, its id taken by a later stage run
         conn.execute(samples.delete().where(samples.c.stage_run_id == stage_run))
     _write(store, stage_run, [3.0, 4.0])  # written by a process whose clock is behind
-    fresh = cache.series(store, [(stage_run, 2.0, "a", None)])["a"]  # its own start time
+    fresh = cache.series(store, [(stage_run, 2.0, "a", None, None)])["a"]  # its own start time
     assert fresh == series.from_start(_everything(store, stage_run), 2.0)
     assert fresh["t"] == [2.0, 3.0, 4.0]
 
@@ -109,7 +109,7 @@ def test_a_running_stage_or_one_already_counted_once_is_drawn_as_sampled():
 def test_the_cache_hands_out_the_counted_columns(store):
     stage_run = store.start_stage("r", "a", "train", params={}, cache_key=None)
     _write(store, stage_run, [10.0, 20.0])  # records_done 100, 200
-    got = SampleCache().series(store, [(stage_run, 0.0, "a", 50)])["a"]
+    got = SampleCache().series(store, [(stage_run, 0.0, "a", 50, None)])["a"]
     assert got["t"] == [0.0, 10.0, 20.0]  # drawn from the stage's start
     assert got["records_done"] == [0.0, 25.0, 50.0]
 
@@ -127,3 +127,32 @@ def test_a_chart_starts_at_its_stage_so_the_first_samples_records_are_drawn():
     assert drawn == pytest.approx(1170 / 1.5)  # the table's records/s
     assert series.from_start(shown, 10.0) is shown  # already there
     assert series.from_start(shown, None) is shown  # start unknown: as sampled
+
+
+def test_a_finished_stage_ends_at_its_start_plus_its_seconds():
+    """The store's finish time also holds the commit and the recorder's turn at the database:
+    a read of 1.40 s by its table was 1.73 s from start to finish."""
+    read = {"t0": 100.0, "t1": 101.73, "seconds": 1.40}
+    assert series.ended_at(read) == pytest.approx(101.40)
+    assert series.ended_at({"t0": None, "t1": 50.0, "seconds": 0.0}) == 50.0  # reused
+    assert series.ended_at({"t0": 100.0, "t1": None, "seconds": None}) is None  # running
+
+
+def test_a_finished_stage_is_drawn_up_to_its_end_and_so_at_its_tables_rate():
+    columns = {"t": [100.0, 101.0, 101.73], "records_done": [0, 1000, 1456],
+               "rows_per_s": [None, 1000.0, 624.7], "in_flight": [None, 6, 2]}
+    shown = series.until(columns, 101.40)
+    assert shown["t"] == [100.0, 101.0, 101.40]
+    assert shown["records_done"] == [0, 1000, 1456]  # the newest counters, at the end
+    assert shown["in_flight"] == [None, 6, 2]
+    assert _mean_rate(shown, 100.0) == pytest.approx(1456 / 1.40)  # the table's 1,040
+    assert series.until(columns, None) is columns  # running: as sampled
+    assert series.until(columns, 102.0) is columns  # nothing after its end
+
+
+def test_the_cache_draws_a_finished_stage_up_to_its_end(store):
+    stage_run = store.start_stage("r", "a", "ingest", params={}, cache_key=None)
+    _write(store, stage_run, [10.0, 11.0, 11.7])  # records_done 100, 110, 117
+    got = SampleCache().series(store, [(stage_run, 9.6, "a", 117, 11.4)])["a"]
+    assert got["t"] == [9.6, 10.0, 11.0, 11.4]
+    assert got["records_done"][-1] == 117

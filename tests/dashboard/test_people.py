@@ -1,0 +1,83 @@
+"""Made for people, in Chromium: on a phone a failed run's error comes first and every stage
+has a bar; times read as local times and how long ago; a run's options read as words."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+from playwright.sync_api import expect
+
+from seqline.orchestration.dashboard.run_facts import options_in_words
+from seqline.orchestration.dashboard.timeline import MIN_BAR_UNITS
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+# What sits above the run's live part on its page; the failure must come before all of it.
+ABOVE = {"the log links": "#log-links", "the seq lookup": "form.lookup-form",
+         "the hide toggle": "label.toggle"}
+
+
+def _top(page, selector: str) -> float:
+    box = page.locator(selector).bounding_box()
+    assert box is not None, f"{selector} is not shown"
+    return box["y"]
+
+
+@pytest.mark.parametrize("width", [400, 1400])
+def test_a_failed_runs_error_comes_first_and_its_stage_has_a_bar(server, page, width):
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(server.url + "/runs/broken")
+    error = _top(page, ".error-box.failure")
+    for name, selector in ABOVE.items():
+        assert error < _top(page, selector), f"the error is below {name} at {width} px"
+    bar = page.locator("g.tl-row[data-stage=read] rect.tl-bar")
+    expect(bar).to_be_visible()
+    assert float(bar.get_attribute("width")) >= MIN_BAR_UNITS
+    drawn = bar.bounding_box()  # on the screen: the timeline is 640 px wide at least
+    assert drawn is not None and drawn["width"] >= 4, drawn
+    assert page.problems == []
+
+
+def test_times_read_as_local_times_and_how_long_ago(server, page):
+    page.goto(server.url + "/")
+    started = page.locator("table.runs td.started time").first
+    expect(started).to_have_text(re.compile(r"^(just now|\d+ (s|min|h|days) ago)$"))
+    tooltip = started.get_attribute("title") or ""
+    assert re.search(r"today \d\d:\d\d:\d\d", tooltip), tooltip  # the local time, in full
+    assert "UTC" in tooltip  # and the stored stamp
+    page.goto(server.url + "/runs/demo-a")
+    summary = page.locator("#live .summary time").first
+    expect(summary).to_have_text(re.compile(r"^today \d\d:\d\d:\d\d, (just now|.+ ago)$"))
+    stamp = datetime.fromisoformat(summary.get_attribute("datetime"))
+    local = page.evaluate("iso => { const d = new Date(iso); return [d.getHours(), "
+                          "d.getMinutes()]; }", stamp.astimezone(UTC).isoformat())
+    assert summary.inner_text().startswith(f"today {local[0]:02d}:{local[1]:02d}")
+    assert "T" not in page.locator("#live .summary").inner_text()  # no ISO stamp left
+    assert page.problems == []
+
+
+def test_a_runs_options_read_as_words(server, page):
+    page.goto(server.url + "/runs/demo-a")
+    runner = page.locator("table.facts tr", has_text="runner").last
+    expect(runner).to_contain_text("local: 2 workers · up to 8 blocks in flight per stage "
+                                   "(4 per worker) · 4 blocks queued between stages · stages "
+                                   "overlap · cache on")
+    assert "=" not in runner.inner_text()
+    assert page.problems == []
+
+
+@pytest.mark.parametrize(("options", "runner", "words"), [
+    ({"workers": 1, "window": 3, "cache": False, "overlap": False}, "local",
+     ["1 worker", "up to 3 blocks in flight per stage", "one stage after another",
+      "cache off (--no-cache)"]),
+    ({"workers": 2, "mode": "in_memory", "options": ["--direct_num_workers=2"]}, "beam",
+     ["2 workers", "Beam in in memory mode", "Beam option --direct_num_workers=2"]),
+    ({"workers": 4, "address": "ray://head:10001", "working_dir": "/p"}, "ray",
+     ["4 workers", "Ray cluster at ray://head:10001"]),
+    ({"workers": 2, "something_new": 7}, "local", ["2 workers", "something new: 7"]),
+    (None, "local", []),
+])
+def test_options_in_words(options, runner, words):
+    assert options_in_words(options, runner) == words
