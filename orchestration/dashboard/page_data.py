@@ -11,7 +11,6 @@ from seqline.components import COMPONENTS
 from seqline.orchestration.dashboard import files
 from seqline.orchestration.dashboard.accounting import accounting
 from seqline.orchestration.dashboard.batch_order import batch_order
-from seqline.orchestration.dashboard.compare import flat
 from seqline.orchestration.dashboard.context import Dashboard
 from seqline.orchestration.dashboard.graph import graph
 from seqline.orchestration.dashboard.head_of_line import blocked, head_of_line
@@ -20,7 +19,7 @@ from seqline.orchestration.dashboard.series import ended_at
 from seqline.orchestration.dashboard.timeline import RAN, bottleneck, timeline
 from seqline.orchestration.store.statuses import ENDED
 
-__all__ = ["compare_view", "run_view", "stage_view"]
+__all__ = ["run_view", "stage_view"]
 
 # Where it happened: ingest's errors say "… in data/in.csv, line 3, seq 1 …", a user
 # function's "… (at features.py, line 7)".
@@ -248,23 +247,3 @@ def _writes(stage: dict[str, Any]) -> str | None:
     component = COMPONENTS.get(stage["component"])
     return component.writes if component else None
 
-
-def compare_view(dash: Dashboard, run_id: str, name: str, other: str) -> dict[str, Any]:
-    """Two runs' same stage side by side: parameters diff, durations, counts, curves.
-
-    Raises:
-        HTTPException: 404 when either run or the stage in either is unknown.
-    """
-    sides = []
-    for rid in (run_id, other):
-        run = dash.found(dash.reader.run_page, rid)
-        stage = next((s for s in run["stages"] if s["name"] == name), None)
-        if stage is None:
-            raise HTTPException(404, f"no stage {name!r} in run {rid!r}")
-        sides.append({"run": run, "stage": stage})
-    a, b = sides[0]["stage"]["params"], sides[1]["stage"]["params"]
-    keys = sorted(set(flat(a)) | set(flat(b)))
-    fa, fb = flat(a), flat(b)
-    diff = [{"key": k, "a": fa.get(k), "b": fb.get(k), "same": fa.get(k) == fb.get(k)}
-            for k in keys]
-    return {"sides": sides, "params": diff, "stage": name}

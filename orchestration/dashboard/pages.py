@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from seqline.orchestration.dashboard.compare import run_compare_view
+from seqline.orchestration.dashboard.compare import compare_view, run_compare_view
 from seqline.orchestration.dashboard.context import (
     GZIPPED,
     Dashboard,
@@ -21,7 +21,7 @@ from seqline.orchestration.dashboard.context import (
     runs_view,
 )
 from seqline.orchestration.dashboard.live import Snapshot
-from seqline.orchestration.dashboard.page_data import compare_view, run_view, stage_view
+from seqline.orchestration.dashboard.page_data import run_view, stage_view
 from seqline.orchestration.dashboard.run_facts import options_in_words
 from seqline.orchestration.dashboard.schedules import schedules_view
 from seqline.orchestration.dashboard.units import FILTERS, significant
@@ -126,17 +126,19 @@ async def stage_page(request: Request) -> Response:
 
 
 def compare_page(request: Request) -> Response:
-    """`/runs/{run_id}/stages/{stage}/compare?with=OTHER`: the same stage of two runs."""
+    """`/runs/{run_id}/stages/{stage}/compare?with=OTHER[&same=shown]`: the same stage of two
+    runs, what differs (and what does not, when asked)."""
     other = request.query_params.get("with") or ""
     view = compare_view(dashboard_of(request), request.path_params["run_id"],
-                        request.path_params["stage"], other)
+                        request.path_params["stage"], other, request.query_params)
     return render("compare.html", **view)
 
 
 def run_compare_page(request: Request) -> Response:
-    """`/runs/{run_id}/compare?with=OTHER`: two whole runs (default: the one before)."""
+    """`/runs/{run_id}/compare?with=OTHER[&same=shown]`: two whole runs (default: the one
+    before), what differs (and what does not, when asked)."""
     view = run_compare_view(dashboard_of(request), request.path_params["run_id"],
-                            request.query_params.get("with") or None)
+                            request.query_params.get("with") or None, request.query_params)
     return render("compare_runs.html", **view)
 
 

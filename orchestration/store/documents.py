@@ -23,7 +23,8 @@ from seqline.orchestration.store.tables import (
     stage_runs,
 )
 
-__all__ = ["cached_stage", "last_stage_run", "run_detail", "run_events", "run_summary"]
+__all__ = ["cached_stage", "key_parts_of", "last_stage_run", "run_detail", "run_events",
+           "run_summary"]
 
 
 def run_summary(row: Row[Any]) -> dict[str, Any]:
@@ -218,3 +219,11 @@ def run_events(conn: Connection, run_id: str) -> list[dict[str, Any]]:
     rows = conn.execute(select(events).where(events.c.run_id == run_id).order_by(events.c.id))
     # (Row.t is SQLAlchemy's tuple view of the row, not the column: read it by name)
     return [{"t": r._mapping["t"], "stage": r.stage, "kind": r.kind, **r.body} for r in rows]
+
+
+def key_parts_of(conn: Connection, run_id: str) -> dict[str, dict[str, Any]]:
+    """Each stage's cache key parts in a run (its latest attempt's), by stage; see
+    RunReader.key_parts."""
+    rows = conn.execute(select(stage_runs.c.stage, stage_runs.c.key_parts)
+                        .where(stage_runs.c.run_id == run_id).order_by(stage_runs.c.attempt))
+    return {r.stage: r.key_parts or {} for r in rows}

@@ -10,6 +10,7 @@ from sqlalchemy import Engine, Select, select
 
 from seqline.orchestration.store.documents import (
     cached_stage,
+    key_parts_of,
     last_stage_run,
     run_detail,
     run_events,
@@ -145,6 +146,12 @@ class RunReader:
         key_parts, params, seconds; None if there is none."""
         with self.engine.connect() as conn:
             return last_stage_run(conn, pipeline, stage)
+
+    def key_parts(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """What each stage's cache key was made of (code, params, reads, versions), by stage:
+        what two runs' comparison tells apart as code. Empty for an unknown run."""
+        with self.engine.connect() as conn:
+            return key_parts_of(conn, run_id)
 
     # -- what pages show: statuses as shown -------------------------------------------------
 

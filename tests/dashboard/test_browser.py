@@ -150,6 +150,9 @@ def test_run_page_links_to_the_whole_run_compare(server, page):
     page.goto(server.url + "/runs/demo-b")
     page.locator(".compare-link a").click()  # the previous run of the same pipeline
     expect(page.locator("h1")).to_contain_text("demo-a")
+    expect(page.locator("table.compare-runs")).not_to_contain_text("pipeline")  # the same
+    page.locator("#same-toggle").click()  # every row, kept in the address
+    assert "same=shown" in page.url
     expect(page.locator("table.compare-runs")).to_contain_text("pipeline")
     expect(page.locator("table.compare-stages th.stage-name")).to_have_count(6)
     expect(page.locator("table.compare-metrics")).to_contain_text("blessed")

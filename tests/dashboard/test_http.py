@@ -217,7 +217,8 @@ def test_two_whole_runs_compare_side_by_side(server):
     page = answer.text
     assert "demo-a" in page and "demo-b" in page
     assert page.count('class="status st-cached"') >= 5  # demo-b's stages came from the cache
-    assert "evaluation" in page and "blessed" in page  # evaluation metrics, both sides
+    every = httpx.get(server.url + "/runs/demo-b/compare?same=shown").text  # the same rows too
+    assert "evaluation" in every and "blessed" in every  # evaluation metrics, both sides
     # Every stage appears, each linking to its own stage comparison.
     shown = httpx.get(server.url + "/api/runs/demo-a").json()["stages"]
     for stage in shown:

@@ -4,6 +4,7 @@ shows as that parameter and the first record it changes; a rerun is identical.""
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,8 @@ FN = 'params: {fn: "features:add_columns", batch_format: pyarrow}'
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
-    """Runs a and b (b with fn_kwargs rain_at), then a again (a2, from the cache)."""
+    """Runs a and b (b with fn_kwargs rain_at), then a again (a2, from the cache), then a
+    with its function's source changed but not what it does (c)."""
     folder = tmp_path_factory.mktemp("diff")
     shutil.copy(DEMO / "seattle-weather.csv", folder)
     (folder / "features.py").write_text(FEATURES)
@@ -46,7 +48,9 @@ def root(tmp_path_factory) -> Path:
     (folder / "a.yaml").write_text(text)
     (folder / "b.yaml").write_text(text.replace(
         FN, FN[:-1] + f", fn_kwargs: {{rain_at: {RAIN_AT}}}}}"))
-    for pipeline, run_id in (("a", "a"), ("b", "b"), ("a", "a2")):
+    for pipeline, run_id in (("a", "a"), ("b", "b"), ("a", "a2"), ("a", "c")):
+        if run_id == "c":
+            (folder / "features.py").write_text(FEATURES + "# the same, said again\n")
         done = subprocess.run([EXE, "-q", "run", str(folder / f"{pipeline}.yaml"), "--root",
                                str(folder / "root"), "--run-id", run_id],
                               capture_output=True, text=True, timeout=300)
@@ -89,3 +93,55 @@ def test_compare_page_shows_the_parameter_and_the_first_record(root):
         assert "identical" in section and 'class="differs"' not in section
     finally:
         server.stop()
+
+
+def _rows(page: str, table: str) -> dict[str, str]:
+    """A compare table's rows by their heading (its first cell), the rest as text."""
+    body = page.split(f'class="{table}')[1].split("</table>")[0]
+    rows = {}
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S):
+        cells = [re.sub(r"<[^>]+>", "", c).strip()
+                 for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+        if cells:
+            rows[cells[0]] = " | ".join(cells[1:])
+    return rows
+
+
+def test_compare_shows_only_what_differs_unless_asked(root):
+    server = Server(root)
+    try:
+        def page(run: str, other: str, **more: str) -> str:
+            return httpx.get(f"{server.url}/runs/{run}/compare",
+                             params={"with": other, **more}).text
+        params = _rows(page("b", "a"), "params-diff")
+        assert "features.fn_kwargs.rain_at" in params  # the one parameter that differs
+        assert "features.batch_format" not in params  # the same in both: hidden
+        runs = _rows(page("b", "a"), "compare compare-runs")
+        assert "started" in runs and "pipeline" not in runs and "runner" not in runs
+        shown = page("b", "a", same="shown")
+        assert "features.batch_format" in _rows(shown, "params-diff")
+        assert "pipeline" in _rows(shown, "compare compare-runs")
+        assert 'href="?with=a"' in shown  # the toggle back, the other run kept
+        assert re.search(r"\d+ rows the same in both hidden", page("b", "a"))
+    finally:
+        server.stop()
+
+
+def test_compare_has_a_code_row_that_shows_a_changed_function(root):
+    server = Server(root)
+    try:
+        page = httpx.get(f"{server.url}/runs/c/compare", params={"with": "a"}).text
+        stage = httpx.get(f"{server.url}/runs/c/stages/features/compare",
+                          params={"with": "a"}).text
+    finally:
+        server.stop()
+    found = re.search(r'<tr class="differs code">\s*<td>code</td><td><code>features\.py '
+                      r'([0-9a-f]{8})</code></td><td><code>features\.py ([0-9a-f]{8})</code>',
+                      page)
+    assert found and found.group(1) != found.group(2), page
+    assert "function source changed (features.py)" in page
+    assert "its input changed (upstream `features` ran again)" in page  # batches, after it
+    assert "fn_kwargs" not in page  # no parameter differs
+    assert "function source changed (features.py)" in stage
+    code = re.search(r'<tr class="differs row-code"><th>code</th>(.*?)</tr>', stage, re.S)
+    assert code and code.group(1).count("features.py") == 2
