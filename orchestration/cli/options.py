@@ -190,6 +190,7 @@ def opened(root: Path | str, url: str | None, *, create: bool = False) -> Iterat
 
     from seqline.orchestration.store import RunStore
     from seqline.orchestration.store.engine import store_url
+    from seqline.orchestration.store.errors import database_words, refused_by_its_disk
     from seqline.pipeline.storage import open_root
 
     try:
@@ -199,18 +200,32 @@ def opened(root: Path | str, url: str | None, *, create: bool = False) -> Iterat
             fail(f"no run store at {absent}; run `seqline run` with this --root first, or "
                  "pass the --root (or --store) of an existing one")
         store = RunStore.open(*store_url(place, url))
-    except (ArgumentError, OperationalError) as exc:
-        fail(f"cannot open the run store at {shown_url(url) if url else root}: "
-             f"{str(exc).splitlines()[0]}; check --store "
-             "(postgresql+psycopg://user@host:port/db) or --root")
+    except OperationalError as exc:
+        if refused_by_its_disk(exc):  # the right store, on a full disk: no mistake of the user's
+            fail(f"cannot open the run store at {shown_url(url) if url else root}: "
+                 f"{database_words(exc)}: its disk is full or failing; free space on it, then "
+                 "run the same command again.", 1)
+        _not_opened(exc, root, url)
+    except ArgumentError as exc:
+        _not_opened(exc, root, url)
     except SeqlineError as exc:  # e.g. a store written by a newer seqline
         fail(str(exc))
     try:
         yield store
     except SeqlineError as exc:  # a name not there, one taken, a lease held, a bad input
         fail(str(exc))
+    except OperationalError as exc:  # a write refused (a full disk), a database gone: exit 1
+        fail(f"the run store at {store.url} failed ({database_words(exc)}); free space on its "
+             "disk (or start its database), then run the same command again.", 1)
     finally:
         store.close()
+
+
+def _not_opened(exc: Exception, root: Path | str, url: str | None) -> NoReturn:
+    """Exit 2: a store that cannot be opened is, but for its disk, a --store or --root to fix."""
+    fail(f"cannot open the run store at {shown_url(url) if url else root}: "
+         f"{str(exc).splitlines()[0]}; check --store "
+         "(postgresql+psycopg://user@host:port/db) or --root")
 
 
 def unwrapped_table(*columns: str, title: str | None = None) -> Table:

@@ -90,10 +90,16 @@ def scheduler(
         signal.signal(number, on_signal)
     where = _root(root)
     folder = logs_folder(where, logs)
+    if not _store_opens(where, store, stop):
+        log(f"scheduler stopped ({', '.join(stopped_by)}) before its run store opened")
+        return
     with opened(root, store, create=True) as runs:  # it records ticks: a store of its own
         launcher = ProcessLauncher(where, store, folder)
         daemon = Scheduler(runs, launcher, log=log)
-        daemon.acquire()  # a second scheduler: LeaseHeld, exit 2 (see `opened`)
+        if not daemon.wait_for_lease(stop):  # a second scheduler: LeaseHeld, exit 2 (`opened`)
+            log(f"scheduler stopped ({', '.join(stopped_by)}) before it took the run store's "
+                "lease")
+            return
         active = [s for s in runs.schedules.list_schedules() if not s.paused]
         log(f"scheduler started on {HOST} (pid {os.getpid()}) for the run store at "
             f"{runs.url}: {len(active)} active schedule(s); run logs in {folder}")
@@ -162,6 +168,33 @@ def backfill(
            if r["status"] == TickStatus.launched) \
             or any(r["status"] == TickStatus.failed for r in rows):
         raise typer.Exit(1)
+
+
+def _store_opens(where: Folder, url: str | None, stop: threading.Event) -> bool:
+    """Whether the run store opens, waiting (as for its lease) while the disk under its
+    SQLite file refuses it: on a full disk SQLite cannot make its -shm file ("disk I/O
+    error"). Any other failure (a bad URL, a database not there) is left to `opened` to say
+    in one line, exit 2. False: stopped while waiting.
+    """
+    from sqlalchemy.exc import OperationalError
+
+    from seqline.orchestration.schedule.backoff import waits
+    from seqline.orchestration.store import RunStore, sqlite_url
+    from seqline.orchestration.store.engine import store_url
+    from seqline.orchestration.store.errors import database_words, refused_by_its_disk
+
+    base, found = store_url(where, url)
+    for wait in waits(stop):
+        try:
+            RunStore.open(base, found).close()
+            return True
+        except OperationalError as exc:
+            if not refused_by_its_disk(exc):
+                return True
+            log(f"the run store at {shown_url(found or sqlite_url(base))} failed to open "
+                f"({database_words(exc)}: its disk is full or failing); trying again in "
+                f"{wait:.0f} s")
+    return False
 
 
 def _root(text: str) -> Folder:

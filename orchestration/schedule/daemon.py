@@ -12,11 +12,13 @@ from datetime import datetime, timedelta
 from sqlalchemy.exc import OperationalError
 
 from seqline.orchestration.processes import pid_runs, tidy_scratch
+from seqline.orchestration.schedule.backoff import waits
 from seqline.orchestration.schedule.launch import Launcher
 from seqline.orchestration.schedule.runs import launch_tick, run_going
 from seqline.orchestration.schedule.ticks import decide, due_fire_times, first_after
 from seqline.orchestration.schedule.times import next_fire_times, run_id_for
 from seqline.orchestration.store import RunStore, Schedule, ScheduleNotFound, Tick
+from seqline.orchestration.store.errors import database_words
 from seqline.orchestration.store.liveness import HOST, pid_alive
 from seqline.orchestration.store.rows import iso, now
 from seqline.orchestration.store.statuses import TickStatus
@@ -86,9 +88,40 @@ class Scheduler:
                                      lambda host, pid: host == HOST and not pid_alive(pid))
         self.renewed = at
 
+    def wait_for_lease(self, stop: threading.Event) -> bool:
+        """Take the store's lease, trying again, with back-off, while the store refuses the
+        write (a full disk, a database away) as a pass does: exiting would leave it to a
+        supervisor, which gives up after a few quick restarts (systemd's start limit) or
+        backs off for minutes (Kubernetes), where this takes the store as it has room again.
+
+        Args:
+            stop: the stop signal (SIGTERM/SIGINT), which ends the wait.
+
+        Returns:
+            True once the lease is taken; False if `stop` was set first.
+
+        Raises:
+            LeaseHeld: another live scheduler holds it (waiting would not help).
+        """
+        for wait in waits(stop):
+            try:
+                self.acquire()
+                return True
+            except OperationalError as exc:  # said as it happens: the wait may be long
+                self.log(f"the run store at {self.store.url} failed to give this scheduler "
+                         f"its lease ({database_words(exc)}); trying again in {wait:.0f} s")
+        return False
+
     def release(self) -> None:
-        """Give the lease up, so that a successor starts at once."""
-        self.schedules.release_lease(self.token)
+        """Give the lease up, so that a successor starts at once. A store that refuses the
+        write (a full disk) keeps it until it expires, or until a successor on this host
+        finds this process gone: said in one line, and the scheduler stops all the same."""
+        try:
+            self.schedules.release_lease(self.token)
+        except OperationalError as exc:
+            self.log(f"the run store at {self.store.url} failed to take back this scheduler's "
+                     f"lease ({database_words(exc)}); it expires in "
+                     f"{LEASE_TTL.total_seconds():.0f} s, at once for a successor on this host")
 
     def _renew(self, at: datetime) -> None:
         if self.renewed is not None and at - self.renewed < RENEW_EVERY:
@@ -130,13 +163,15 @@ class Scheduler:
                 self._fire(schedule, at)
 
     def run(self, stop: threading.Event, interval: float = 1.0) -> None:
-        """Tick every `interval` seconds until `stop` is set (SIGTERM/SIGINT set it).
+        """Take the lease (`wait_for_lease`), then tick every `interval` seconds until `stop`
+        is set (SIGTERM/SIGINT set it).
 
         Args:
             stop: the stop signal.
             interval: seconds between passes (1 s: a tick starts within about a second).
         """
-        self.acquire()
+        if not self.wait_for_lease(stop):
+            return
         tidied = float("-inf")
         try:
             while not stop.is_set():

@@ -1,11 +1,17 @@
-"""What the run store refuses, by name: a conflict with what it holds, or a name it lacks."""
+"""What the run store refuses, by name (a conflict with what it holds, a name it lacks), and
+the database's own words when it fails."""
 
 from __future__ import annotations
 
 from seqline.pipeline.errors import ConfigError, RunNotFound, SeqlineError
 
 __all__ = ["Conflict", "LeaseHeld", "RunIdTaken", "RunNotFound", "ScheduleExists",
-           "ScheduleNotFound"]
+           "ScheduleNotFound", "database_words", "refused_by_its_disk"]
+
+# SQLite's primary result codes (the low byte of an extended one) for a file its disk
+# refused: SQLITE_IOERR (10; e.g. SQLITE_IOERR_SHMSIZE, its -shm file could not grow) and
+# SQLITE_FULL (13, "database or disk is full").
+DISK_CODES = (10, 13)
 
 # Callers catch these by name: "no such run" or "that id is taken" is an answer to act on,
 # not a ConfigError caught as control flow. The CLI prints each as its one line, exit 2.
@@ -44,3 +50,20 @@ class ScheduleNotFound(ConfigError):
     def __init__(self, message: str, name: str) -> None:
         super().__init__(message)
         self.name = name
+
+
+def database_words(exc: BaseException) -> str:
+    """The database's own words, on one line: SQLAlchemy's message adds the statement and its
+    parameters, which are no help to a user and may hold a record's text.
+
+    Example: OperationalError("(sqlite3.OperationalError) database or disk is full [SQL: …]")
+    -> "database or disk is full".
+    """
+    return " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+
+
+def refused_by_its_disk(exc: BaseException) -> bool:
+    """Whether a SQLite store failed because of the disk under its file (full, or failing):
+    freeing space, or waiting for it, is the fix, not another --store."""
+    code = getattr(getattr(exc, "orig", None), "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in DISK_CODES
