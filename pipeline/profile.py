@@ -27,8 +27,9 @@ DIGEST_K = 400
 # A block feeds at most this many of its values to a column's sketch (every n-th value):
 # the sketch's updates were most of the profile's cost (the t-digest's ~78 ms per million
 # values and column, against ~5 ms for all the exact figures: benchmarks/PROFILE.md), so a
-# block of ingest's 16,384 records gives it one in 8 (~10 ms per million). A sample of 2,048 adds a rank error of about 1/sqrt(2,048) ~ 2.2 % to a single block's
-# quantiles, shrinking as blocks add up (decision 52). Counts, nulls, min, max, mean and std
+# block of ingest's 16,384 records gives it one in 8 (~10 ms per million). A sample of 2,048
+# adds a rank error of about 1/sqrt(2,048) ~ 2.2 % to a single block's quantiles, shrinking
+# as blocks add up (decision 52). Counts, nulls, min, max, mean and std
 # are always exact, over every value; blocks of at most 2,048 records are sketched whole.
 SAMPLE_PER_BLOCK = 2048
 # Strings: distinct values counted exactly up to this many; past it the rarest are dropped
