@@ -106,7 +106,8 @@ def drivers(under: psutil.Process) -> dict[str, psutil.Process]:
 
 
 def workers(driver: psutil.Process) -> list[psutil.Process]:
-    """A driver's workers in the middle of blocks: Ray's task workers (ray::_run), or the
+    """A driver's workers in the middle of blocks: Ray's task workers (titled after the task,
+    which the runner names for its stage and block: ray::features:block-12), or the
     local runner's forked workers (children of its forkserver, never the server itself)."""
     found = []
     with contextlib.suppress(psutil.Error):
@@ -114,7 +115,7 @@ def workers(driver: psutil.Process) -> list[psutil.Process]:
             line = " ".join(_cmdline(process))
             forked = "forkserver" in line and "forkserver" in " ".join(
                 _cmdline(process.parent()))
-            if "ray::_run" in line or forked:
+            if (line.startswith("ray::") and ":block-" in line) or forked:
                 found.append(process)
     return found
 

@@ -155,7 +155,10 @@ class RayRunner(Runner):
         key = id(task)  # put the task in the object store once, not once per block
         if key not in self._task_refs:
             self._task_refs = {key: self._ray.put(task)}
-        return self._remote.remote(self._task_refs[key], block)
+        # Named for its stage and block: Ray titles the worker's process with it while it
+        # runs ("ray::features:block-12" in `ps`) and lists the task under it in its own tools.
+        named = self._remote.options(name=f"{task.stage}:block-{block.index}")
+        return named.remote(self._task_refs[key], block)
 
     def wait(self, handles: list[_Attempt]) -> list[tuple[_Attempt, BlockResult]]:
         by_ref = {handle.ref: handle for handle in handles}

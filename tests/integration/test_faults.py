@@ -182,7 +182,8 @@ def _worker_running(run: Run, stage: str, runner: str) -> psutil.Process:
     """A worker process in the middle of one of `stage`'s blocks, once a block is done.
 
     Local workers and Beam's (beam_transforms.py) mark the block they run; Ray titles a worker
-    after its task (ray::_run).
+    after its task, which the runner names for its stage and block (ray::features:block-12):
+    both stages run at once on the assembly line, and a write block's death is not this one.
     """
     def found() -> psutil.Process | None:
         if runner == "beam":  # its attempt markers name the worker running each block
@@ -195,8 +196,8 @@ def _worker_running(run: Run, stage: str, runner: str) -> psutil.Process:
         if not run.stage_tmp(stage):
             return None
         if runner == "ray":  # this run's own Ray (another may run on the machine)
-            return next((p for p in list(run.started.values()) if _titled(p, "ray::_run")),
-                        None)
+            return next((p for p in list(run.started.values())
+                         if _titled(p, f"ray::{stage}:block-")), None)
         for mark in Path(tempfile.gettempdir()).glob(
                 f"seqline-workers-{run.process.pid}-*/{stage}.*.1"):
             with contextlib.suppress(OSError, ValueError):  # the block may end meanwhile
