@@ -65,18 +65,26 @@ def runner_factory(request):
 # -- how `make test`'s workers share the suite (pytest-xdist; decision 48) -----------------
 
 # Modules (or one test's parameters) that share an expensive module or session fixture: the
-# tests of one entry run on one worker, so the fixture is made once. Named by test id, all
+# tests of one entry run on one worker, so the fixture is made once (a module that uses one
+# and is missing here fails tests/unit/test_shared_fixtures.py). Named by test id, all
 # that a scheduler sees (pytest-xdist's own `xdist_group` mark does nothing on pytest 9.2:
 # it renames `item._nodeid`, which pytest no longer reads).
 SHARED = {
+    "tests/dashboard/test_accounting.py": "accounting",  # a run's recorded events
     "tests/dashboard/test_browser.py": "dashboard runs",  # `root`: a minute of real runs
     "tests/dashboard/test_http.py": "dashboard runs",
+    "tests/dashboard/test_logs_browser.py": "dashboard runs",
+    "tests/dashboard/test_logs_http.py": "dashboard runs",
+    "tests/dashboard/test_people.py": "dashboard runs",
+    "tests/dashboard/test_run_at_a_glance.py": "at a glance",  # a run held 8 s on one block
+    "tests/dashboard/test_runs_queries.py": "10,000 runs",  # a store seeded with them
     "tests/dashboard/test_object_store.py": "dashboard on s3",  # a bucket with a run
     "tests/dashboard/test_pages_agree.py": "pages agree",  # two runs and their site
     "tests/dashboard/test_profile.py": "profiles",  # two runs of a small pipeline
     "tests/dashboard/test_truth.py": "truth",  # three runs of the demo
     "tests/e2e/test_divergence.py": "divergence",  # three runs of the demo, one epoch
     "tests/e2e/test_readers_never_create.py": "readers",  # a root with a run
+    "tests/e2e/test_run_logs.py": "run logs",  # a failed run
     "tests/e2e/test_run_id_cli.py": "run ids",  # a root with a run
     "tests/e2e/test_seq_lookup.py": "seq lookup",  # a run of the demo, one epoch
     "tests/e2e/test_terminal_tables.py": "tables",  # two runs and a schedule
@@ -87,6 +95,10 @@ SHARED = {
         "faults: tfrecord_write",  # `quiet`: a 300,000-row run
     "tests/integration/test_object_store.py": "object store",  # a local reference run
     "tests/integration/test_ray_cluster.py": "ray cluster",  # a two-node cluster
+    # one PostgreSQL server (initdb and a start: seconds of CPU) for the three
+    "tests/integration/test_runs_pages_postgres.py": "postgres",
+    "tests/integration/test_scheduler_store.py": "postgres",
+    "tests/integration/test_store_postgres.py": "postgres",
     "tests/integration/test_training.py": "training",  # the example on three runners
     "tests/unit/test_store.py": "store",  # a real run
 }
