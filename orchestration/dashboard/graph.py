@@ -47,7 +47,7 @@ def graph(stages: list[dict[str, Any]]) -> dict[str, Any]:
     "labels": ["1,461"], "title": "read → features: 1,461 records"}.
 
     Returns:
-        {"nodes": [{name, status, look, words, title, layer, pos}], "edges": [{from, to,
+        {"nodes": [{name, status, look, words, brief, title, layer, pos}], "edges": [{from, to,
         label, labels, title, look}], "across": layout | None (too wide), "down": layout,
         "legend": the
         looks drawn, with their words ([{look, words}], LOOKS' order)}; a layout is
@@ -66,7 +66,8 @@ def graph(stages: list[dict[str, Any]]) -> dict[str, Any]:
         per_layer[at] = pos + 1
         words, look = node_words(stage)
         nodes.append({"name": stage["name"], "status": stage["status"], "look": look,
-                      "words": words, "title": _title(stage, words), "layer": at, "pos": pos})
+                      "words": words, "brief": _brief(stage), "title": _title(stage, words),
+                      "layer": at, "pos": pos})
         if source in by_name:
             labels, title = _labels(by_name[source], stage)
             edges.append({"from": source, "to": stage["name"], "labels": labels,
@@ -101,6 +102,15 @@ def node_words(stage: dict[str, Any]) -> tuple[str, str]:
     if blocked:  # a running stage whose output waits on one block
         return f"blocked on seq {count(blocked['seq'])}", "ran"
     return str(status), "ran"
+
+
+def _brief(stage: dict[str, Any]) -> str | None:
+    """A cascade's words when "not run: features failed" does not fit its box: "↳ features
+    failed" (the hatch and the red outline say the rest; the tooltip says it all)."""
+    not_run = stage.get("not_run") or {}
+    if not_run.get("because") == "failure" and not_run.get("stage"):
+        return f"↳ {not_run['stage']} failed"
+    return "↳ cancelled" if not_run.get("because") == "cancel" else None
 
 
 def _title(stage: dict[str, Any], words: str) -> str:
@@ -175,7 +185,8 @@ def _layout(nodes: list[dict[str, Any]], edges: list[dict[str, Any]],
         a, b = PAD + n["layer"] * step_main, PAD + n["pos"] * step_cross
         boxes[n["name"]] = {"x": a if across else b, "y": b if across else a, "w": w, "h": h,
                             "name": _fit(n["name"], w, NAME_PX),
-                            "words": _fit(n["words"], w, NOTE_PX)}
+                            "words": _fit(n["words"] if n["brief"] is None or _fits(
+                                n["words"], w, NOTE_PX) else n["brief"], w, NOTE_PX)}
     paths = [_path(boxes[e["from"]], boxes[e["to"]], across) for e in edges]
     right = max((b["x"] + b["w"] for b in boxes.values()), default=0)
     bottom = max((b["y"] + b["h"] for b in boxes.values()), default=0)
@@ -199,6 +210,10 @@ def _path(a: dict[str, Any], b: dict[str, Any], across: bool) -> dict[str, Any]:
     d = f"M{x1},{y1} C{x1},{mid} {x2},{mid} {x2},{y2}"
     return {"d": d, "label_x": max(x1, x2) + 8, "label_y": mid + 4,
             "label_ys": [mid - 2, mid + 11], "anchor": "start"}
+
+
+def _fits(text: str, width: float, per_char: float) -> bool:
+    return len(text) <= max(int((width - 16) / per_char), 4)
 
 
 def _fit(text: str, width: float, per_char: float) -> str:

@@ -16,7 +16,7 @@ from seqline.orchestration.dashboard.graph import graph
 from seqline.orchestration.dashboard.head_of_line import blocked, head_of_line
 from seqline.orchestration.dashboard.profile_data import profile_view
 from seqline.orchestration.dashboard.series import ended_at
-from seqline.orchestration.dashboard.timeline import RAN, bottleneck, timeline
+from seqline.orchestration.dashboard.timeline import NARROW, RAN, bottleneck, timeline
 from seqline.orchestration.store.statuses import ENDED
 
 __all__ = ["run_view", "stage_view"]
@@ -51,6 +51,7 @@ def run_view(dash: Dashboard, run_id: str, version: int | None = None) -> dict[s
         "ran": _ran(run),
         "graph": graph(run["stages"]),
         "timeline": timeline(run, samples),
+        "timeline_narrow": timeline(run, samples, NARROW),  # a phone's
         "bottleneck": bottleneck(run["stages"]),
         "verify": files.verify_of(dash.root, run_id),
         "error_place": place.groupdict() if place else None,

@@ -5,24 +5,41 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from seqline.orchestration.store.statuses import RAN
 
-__all__ = ["RAN", "STATES", "bottleneck", "timeline", "wait_spans"]
+__all__ = ["NARROW", "RAN", "STATES", "WIDE", "Layout", "bottleneck", "timeline", "wait_spans"]
 
-WIDTH = 1000  # the SVG's viewBox width; the browser scales it to the page
+
+@dataclass(frozen=True)
+class Layout:
+    """A timeline's size in viewBox units: its width, the room for stage names on its left
+    (and the characters of a name that fit), the room a note takes, the ticks wanted."""
+
+    width: int
+    label: int
+    name_chars: int
+    note_units: int
+    ticks: int
+
+
+# Wide screens: scaled to the page, 640 px at the least (it scrolls in its box below that):
+# names of 22 characters, a note of ~50 characters of 11 px italic, 4-9 ticks.
+WIDE = Layout(width=1000, label=150, name_chars=22, note_units=320, ticks=8)
+# Phones: drawn about 1:1 in a 400 px page's 380 px, so nothing scrolls and a short stage's
+# bar is on the screen (at 640 px it sat past the phone's edge, right of a run's set-up):
+# names of 11 characters, ~35 of a note, 2-4 ticks.
+NARROW = Layout(width=380, label=84, name_chars=11, note_units=210, ticks=3)
 ROW = 22  # pixels per stage row
-LABEL = 150  # room on the left for stage names
 # Sampling intervals narrower than this many viewBox units are drawn together: an hour-long
 # run's 3,600 seconds would otherwise be thousands of slivers no screen can show.
 MIN_UNITS = 2.0
-# Room a note takes: roughly 50 characters of 11 px italic in viewBox units.
-NOTE_UNITS = 320
 # A reused stage lasts about 0 s now: drawn this wide so that it can be seen at all.
 MARK_UNITS = 4.0
 # The narrowest bar: a stage of 10 ms in a run of 3 s (a read failing on its first block)
-# would be 3 units, 2 px on a phone (the SVG is 640 px wide there); 8 units are 5 px.
+# would be 3 units of WIDE, 2 px where it is 640 px wide; 8 units are 5 px there, 8 on a phone.
 MIN_BAR_UNITS = 8.0
 # The five states a stage's time is drawn in, and the words the legend and tooltips use.
 STATES = {"working": "working", "input": "waiting on input",
@@ -30,8 +47,9 @@ STATES = {"working": "working", "input": "waiting on input",
           "notrun": "not run"}
 
 
-def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
-    """Bars, waits and notes for the run page's SVG, in viewBox units.
+def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]],
+             layout: Layout = WIDE) -> dict[str, Any]:
+    """Bars, waits and notes for the run page's SVG, in viewBox units of `layout`.
 
     A stage that ran is a `working` bar from its start to its end, with the seconds it waited
     on input or on output drawn over it (`wait_spans`); a reused stage is a `reused` mark
@@ -40,9 +58,10 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> d
     Args:
         run: `RunReader.run_page`'s object (stages with t0/t1).
         samples: `Dashboard.series` keyed by stage name (cumulative waits over time).
+        layout: WIDE (the default) or NARROW.
 
     Returns:
-        {"width", "height", "label", "rows": [{name, status, y, bar: {x, w, state,
+        {"width", "height", "label", "rows": [{name, label, status, y, bar: {x, w, state,
         seconds} | None, waits: [{x, w, state, seconds}], note: {x, anchor, text} | None,
         because: "failure" | "cancel" | None (why it did not run)}],
         "ticks": [{x, text, anchor}], "states": {state: words}, "starts": {stage: t0},
@@ -52,17 +71,20 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> d
     start = run["t0"]
     end = run["t1"] or max([time.time()] + [s["t1"] or 0 for s in run["stages"]])
     span = max(end - start, 1e-3)
-    scale = (WIDTH - LABEL) / span
+    scale = (layout.width - layout.label) / span
 
     def x(t: float) -> float:
-        return round(LABEL + (min(max(t, start), end) - start) * scale, 1)
+        return round(layout.label + (min(max(t, start), end) - start) * scale, 1)
 
     ended = run["status"] not in ("queued", "running")
     rows = []
     for i, stage in enumerate(run["stages"]):
         t0, t1 = stage["t0"], stage["t1"] or (end if stage["status"] == "running" else None)
         not_run = stage.get("not_run") or {}
-        row: dict[str, Any] = {"name": stage["name"], "status": stage["status"], "y": i * ROW,
+        name = stage["name"]
+        row: dict[str, Any] = {"name": name, "status": stage["status"], "y": i * ROW,
+                               "label": name if len(name) <= layout.name_chars
+                               else name[:layout.name_chars - 1] + "…",
                                "bar": None, "waits": [], "note": None,
                                "because": not_run.get("because")}
         state = _state(stage["status"], ended)
@@ -71,7 +93,7 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> d
         if t0 is not None and t1 is not None and state is not None:
             width = max(round(x(t1) - x(t0), 1), MARK_UNITS if state == "reused"
                         else MIN_BAR_UNITS)
-            row["bar"] = {"x": min(x(t0), WIDTH - width), "w": width, "state": state,
+            row["bar"] = {"x": min(x(t0), layout.width - width), "w": width, "state": state,
                           "seconds": round(max(t1 - t0, 0.0), 3) if state != "reused"
                           else stage["seconds"]}
             if state != "reused":
@@ -81,13 +103,14 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]]) -> d
                                 for a, b, side in spans if b - a >= 5e-4]  # 0.000 s: none
         note = _note(stage, state)
         if note:
-            row["note"] = _placed(note, row["bar"])
+            row["note"] = _placed(note, row["bar"], layout)
         rows.append(row)
     ticks = [{"x": x(start + at), "text": f"{at:.{places}f} s",
-              "anchor": "end" if x(start + at) > WIDTH - 20 else "start"}
-             for at, places in _ticks(span)]
+              "anchor": "end" if x(start + at) > layout.width - 20 else "start"}
+             for at, places in _ticks(span, layout.ticks)]
     starts = {s["name"]: s["t0"] for s in run["stages"] if s["t0"] is not None}
-    return {"width": WIDTH, "height": len(rows) * ROW + 18, "label": LABEL, "rows": rows,
+    return {"width": layout.width, "height": len(rows) * ROW + 18, "label": layout.label,
+            "rows": rows,
             "ticks": ticks, "states": STATES, "starts": starts, "span": round(span, 3)}
 
 
@@ -102,20 +125,22 @@ def _state(status: str, ended: bool) -> str | None:
     return None
 
 
-def _placed(text: str, bar: dict[str, Any] | None) -> dict[str, Any]:
+def _placed(text: str, bar: dict[str, Any] | None, layout: Layout) -> dict[str, Any]:
     """Where a note goes: right of its bar, else inside a wide bar, else left of it."""
-    right = bar["x"] + bar["w"] if bar else LABEL
-    if right < WIDTH - NOTE_UNITS:
+    right = bar["x"] + bar["w"] if bar else layout.label
+    room = layout.note_units
+    if right < layout.width - room:
         return {"x": right + 6, "anchor": "start", "text": text}
-    if bar and (bar["w"] >= NOTE_UNITS or bar["x"] - LABEL < NOTE_UNITS):
+    if bar and (bar["w"] >= room or bar["x"] - layout.label < room):
         return {"x": bar["x"] + 6, "anchor": "start", "text": text}
-    return {"x": bar["x"] - 6 if bar else LABEL, "anchor": "end", "text": text}
+    return {"x": bar["x"] - 6 if bar else layout.label, "anchor": "end", "text": text}
 
 
-def _ticks(span: float) -> list[tuple[float, int]]:
+def _ticks(span: float, wanted: int = 8) -> list[tuple[float, int]]:
     """Round tick positions (seconds from the start) and their decimals: a 1, 2 or 5 step
-    giving 4 to 9 ticks, e.g. 12.7 s -> 0, 2, 4, … 12; 0.47 s -> 0.0, 0.1, … 0.4."""
-    raw = span / 8
+    giving about `wanted` ticks (4 to 9 for 8), e.g. 12.7 s -> 0, 2, 4, … 12; 0.47 s -> 0.0,
+    0.1, … 0.4."""
+    raw = span / wanted
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
     places = max(0, -math.floor(math.log10(step)))

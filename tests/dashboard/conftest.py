@@ -45,6 +45,31 @@ stages:
 """
 
 
+# The demo's features function, failing on one day (seq 700): its run fails in features,
+# and the stages after it do not run because of that (a cascade).
+BAD_FEATURES = '''\
+import pyarrow.compute as pc
+
+from features import add_columns as good
+
+
+def add_columns(batch):
+    if pc.any(pc.equal(batch.column("__seq__"), 700)).as_py():
+        raise ValueError("a day the feature code cannot take")
+    return good(batch)
+'''
+# A page is shown once every chart on it has drawn.
+ALL_DRAWN = "() => [...document.querySelectorAll('.chart')].every(c => c.dataset.drawn)"
+
+
+def show(page, url: str, width: int, scheme: str) -> None:
+    """`url` in Chromium at `width` px in the `scheme` theme, its charts drawn."""
+    page.set_viewport_size({"width": width, "height": 900})
+    page.emulate_media(color_scheme=scheme)
+    page.goto(url)
+    page.wait_for_function(ALL_DRAWN, timeout=10_000)
+
+
 def seqline(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the real CLI; fail the test with its stderr if it fails."""
     return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=timeout)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from playwright.sync_api import expect
 
 from seqline.orchestration.store import RunStore
 from tests.conftest import REPO
-from tests.dashboard.conftest import DEMO, EXE, XSS, Server, seqline
+from tests.dashboard.conftest import ALL_DRAWN, BAD_FEATURES, DEMO, EXE, XSS, Server, seqline, show
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -271,15 +272,7 @@ PAGES = {"runs": "/", "run": "/runs/demo-a", "run-failed": "/runs/broken",
          "stage-evaluation": "/runs/demo-b/stages/evaluation",
          "compare-stage": "/runs/demo-b/stages/model/compare?with=demo-a",
          "compare-runs": "/runs/demo-b/compare?with=demo-a", "schedules": "/schedules"}
-ALL_DRAWN = "() => [...document.querySelectorAll('.chart')].every(c => c.dataset.drawn)"
 SCROLLS_SIDEWAYS = "document.documentElement.scrollWidth > innerWidth"
-
-
-def _show(page, url: str, width: int, scheme: str) -> None:
-    page.set_viewport_size({"width": width, "height": 900})
-    page.emulate_media(color_scheme=scheme)
-    page.goto(url)
-    page.wait_for_function(ALL_DRAWN, timeout=10_000)
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -287,7 +280,7 @@ def _show(page, url: str, width: int, scheme: str) -> None:
 def test_screenshots_of_every_page_at_three_widths_light_and_dark(server, page, width, scheme):
     SHOTS.mkdir(parents=True, exist_ok=True)
     for name, path in PAGES.items():
-        _show(page, server.url + path, width, scheme)
+        show(page, server.url + path, width, scheme)
         page.screenshot(path=str(SHOTS / f"{name}-{width}-{scheme}.png"), full_page=True)
         if name.startswith("run"):  # the on-call view: a phone never scrolls sideways
             assert not page.evaluate(SCROLLS_SIDEWAYS), (name, width)
@@ -299,7 +292,7 @@ def test_screenshots_of_every_page_at_three_widths_light_and_dark(server, page, 
 def test_the_graph_names_every_stage_and_fits_the_page(server, page, run_id, width):
     """The graph shown (across on a wide screen, down on a phone) has a box per stage, its
     name readable in it, inside the page: nothing scrolls sideways at 400 px."""
-    _show(page, server.url + f"/runs/{run_id}", width, "light")
+    show(page, server.url + f"/runs/{run_id}", width, "light")
     stages = page.eval_on_selector_all("tr.stage-row", "rows => rows.map(r => r.dataset.stage)")
     shown = page.locator("svg.graph:visible")
     expect(shown).to_have_count(1)
@@ -319,18 +312,6 @@ def test_the_graph_names_every_stage_and_fits_the_page(server, page, run_id, wid
     assert page.problems == []
 
 
-def test_dark_theme_follows_the_system_and_colours_the_charts(server, page):
-    colours = {}
-    for scheme in ("light", "dark"):
-        _show(page, server.url + "/runs/demo-a", 1400, scheme)
-        colours[scheme] = page.evaluate("""() => [getComputedStyle(document.body).backgroundColor,
-            document.querySelector('#chart-rate').uplot.series[1].stroke()]""")
-    assert colours["light"][0] == "rgb(255, 255, 255)"
-    assert colours["dark"][0] != colours["light"][0]
-    assert colours["dark"][1] != colours["light"][1]  # read from the theme's CSS variables
-    assert page.problems == []
-
-
 def _drawn_rate(page, chart: str, series: int) -> float:
     """A rate chart's mean: its steps' area (records) over the time they span."""
     x, rate = page.evaluate(f"""() => {{ const d = document.querySelector('{chart}').uplot.data;
@@ -346,13 +327,14 @@ def test_a_stage_rate_chart_agrees_with_its_table(server, page, stage):
     batching's and evaluation's drew 0, and a short read's chart spread its records over the
     1.73 s to its recorded commit (peak 875/s beside a table's 1,040 for 1.40 s): each now
     spans the stage's seconds and averages to its table's records/s, its bar as long."""
-    _show(page, server.url + f"/runs/demo-a/stages/{stage}", 1400, "light")
+    show(page, server.url + f"/runs/demo-a/stages/{stage}", 1400, "light")
     table = float(page.locator("table.counts td.rows-per-s").inner_text().replace(",", ""))
     # The table's 3 significant digits, and the chart's steps placed to 1 ms (of 0.3 s).
     assert _drawn_rate(page, "#chart-stage-rate", 1) == pytest.approx(table, rel=0.015)
     page.goto(server.url + "/runs/demo-a")
     seconds = _seconds(page.locator(f"tr.stage-row[data-stage={stage}] td.seconds").inner_text())
-    bar = page.locator(f"g.tl-row[data-stage={stage}] rect.tl-bar").get_attribute("data-seconds")
+    bar = page.locator(f"svg.timeline g.tl-row[data-stage={stage}] rect.tl-bar").get_attribute(
+        "data-seconds")
     assert float(bar) == pytest.approx(seconds, abs=0.006)  # the table's 2 decimals
     assert page.problems == []
 
@@ -374,43 +356,62 @@ def test_training_curves_are_the_tables_values_and_smooth_from_the_address(serve
     assert page.problems == []
 
 
-def _press(page, key: str) -> None:
-    """A key, once the page's scripts listen (a key pressed while it loads is lost)."""
-    page.wait_for_load_state("load")
-    page.keyboard.press(key)
+# The README's and the docs' pictures: a run, its train stage (curves, epochs, the audit and the
+# batch order), a stage's lower part (verify, profile, shards), a cascade failure, its log, a
+# seq lookup, and the on-call view on a phone. Names -> (server, address, width, what to shoot):
+# "page" the whole page, "first" the screen at 900 px high, or a CSS selector whose bottom ends
+# the picture (top of the page to there), or "from:SELECTOR" (there to the end of the page).
+IMAGES = {
+    "dashboard-run": ("demo", "/runs/demo-a", 1400, "page"),
+    "dashboard-train": ("demo", "/runs/demo-a/stages/model", 1280, ".batch-order-says"),
+    "dashboard-stage-lower": ("demo", "/runs/demo-a/stages/features", 1280, "from:#verified"),
+    "dashboard-cascade": ("cascade", "/runs/cascade", 1400, "table.stages"),
+    "dashboard-logs": ("cascade", "/runs/cascade/logs", 1280, "first"),
+    "dashboard-lookup": ("demo", "/runs/demo-a/lookup?seq=100", 1000, "first"),
+    "dashboard-phone": ("demo", "/runs/broken", 400, "first"),
+}
+DARK = ("dashboard-run", "dashboard-train")  # also in the dark theme: "-dark.png"
 
 
-def test_keys_move_between_runs_and_stages(server, page):
-    page.goto(server.url + "/")
-    _press(page, "j")
-    expect(page.locator("table.runs tbody tr.selected")).to_have_count(1)
-    newest = page.locator("table.runs tbody tr.selected td a").first.inner_text()
-    _press(page, "Enter")
-    expect(page.locator("h1")).to_have_text(f"Run {newest}")
-    page.goto(server.url + "/runs/demo-a")
-    _press(page, "j")
-    _press(page, "j")  # the second stage
-    _press(page, "Enter")
-    stage = page.locator("h1 .stage-name")
-    for key, name in (("", "examples"), ("]", "features"), ("[", "examples"), ("[", "read")):
-        if key:
-            _press(page, key)
-        expect(stage).to_have_text(name)
-    _press(page, "u")
-    expect(page.locator("h1")).to_have_text("Run demo-a")
-    assert page.problems == []
+@pytest.fixture(scope="module")
+def cascade(tmp_path_factory):
+    """The demo whose features function fails on one day: read and examples ran, features
+    failed, batches, model and evaluation did not run because of it; served on its own."""
+    folder = tmp_path_factory.mktemp("cascade")
+    shutil.copytree(DEMO, folder / "demo")
+    (folder / "demo" / "bad_features.py").write_text(BAD_FEATURES)
+    bad = folder / "demo" / "bad.yaml"
+    bad.write_text((DEMO / "pipeline.yaml").read_text().replace("features:add_columns",
+                                                                "bad_features:add_columns"))
+    done = seqline("run", str(bad), "--root", str(folder / "root"), "--run-id", "cascade")
+    assert done.returncode == 1, done.stderr
+    running = Server(folder / "root")
+    yield running
+    running.stop()
 
 
-def test_images_for_the_readme_and_the_docs(server, page):
-    """The README's and the tutorial's pictures (docs/img with `make screenshots`)."""
+def _shoot(page, path: Path, shot: str) -> None:
+    if shot in ("page", "first"):
+        page.screenshot(path=str(path), full_page=shot == "page")
+        return
+    top, height = 0.0, page.evaluate("document.documentElement.scrollHeight")
+    box = page.locator(shot.removeprefix("from:")).first.bounding_box()
+    assert box is not None, shot
+    if shot.startswith("from:"):
+        top = box["y"] - 8
+    else:
+        height = box["y"] + box["height"] + 12
+    page.screenshot(path=str(path), full_page=True, clip={
+        "x": 0, "y": top, "width": page.viewport_size["width"], "height": height - top})
+
+
+def test_images_for_the_readme_and_the_docs(server, cascade, page):
+    """The README's and the docs' pictures (docs/img with `make screenshots`); open them."""
     DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
-    for scheme, suffix in (("light", ""), ("dark", "-dark")):
-        _show(page, server.url + "/runs/demo-a", 1400, scheme)
-        page.screenshot(path=str(DOCS_IMAGES / f"dashboard-run{suffix}.png"), full_page=True)
-        page.set_viewport_size({"width": 1280, "height": 1500})  # curves, epochs, the audit
-        _show(page, server.url + "/runs/demo-a/stages/model", 1280, scheme)
-        page.set_viewport_size({"width": 1280, "height": 1500})
-        page.screenshot(path=str(DOCS_IMAGES / f"dashboard-train{suffix}.png"))
-    _show(page, server.url + "/runs/broken", 400, "light")  # on call, on a phone
-    page.screenshot(path=str(DOCS_IMAGES / "dashboard-phone.png"))
+    servers = {"demo": server, "cascade": cascade}
+    for name, (which, address, width, shot) in IMAGES.items():
+        for scheme in ("light", "dark") if name in DARK else ("light",):
+            show(page, servers[which].url + address, width, scheme)
+            suffix = "-dark" if scheme == "dark" else ""
+            _shoot(page, DOCS_IMAGES / f"{name}{suffix}.png", shot)
     assert page.problems == []

@@ -158,3 +158,14 @@ def test_two_labels_sit_either_side_of_the_line_inside_the_gap():
     first, second = down["paths"][3]["label_ys"]
     assert down["boxes"]["batches"]["y"] + down["boxes"]["batches"]["h"] < first - 9
     assert second < down["boxes"]["model"]["y"]
+
+
+def test_a_cascade_too_long_for_its_box_says_which_stage_failed_in_brief():
+    cause = {"because": "failure", "stage": "features", "verb": "not run",
+             "short": "not run: features failed"}
+    drawn = graph([_stage("features", None, status="failed", records_in=None),
+                   _stage("batches", "features", status="skipped", records_in=None,
+                          not_run=cause)])
+    assert drawn["across"]["boxes"]["batches"]["words"] == "↳ features failed"
+    assert drawn["down"]["boxes"]["batches"]["words"] == "not run: features failed"  # fits
+    assert drawn["nodes"][1]["title"].startswith("batches: not run: features failed")

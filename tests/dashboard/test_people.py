@@ -1,5 +1,6 @@
 """Made for people, in Chromium: on a phone a failed run's error comes first and every stage
-has a bar; times read as local times and how long ago; a run's options read as words."""
+has a bar; times read as local times and how long ago; a run's options read as words; the
+theme follows the system; keys move between runs and stages."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from playwright.sync_api import expect
 
 from seqline.orchestration.dashboard.run_facts import options_in_words
 from seqline.orchestration.dashboard.timeline import MIN_BAR_UNITS
+from tests.dashboard.conftest import show
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -32,11 +34,18 @@ def test_a_failed_runs_error_comes_first_and_its_stage_has_a_bar(server, page, w
     error = _top(page, ".error-box.failure")
     for name, selector in ABOVE.items():
         assert error < _top(page, selector), f"the error is below {name} at {width} px"
-    bar = page.locator("g.tl-row[data-stage=read] rect.tl-bar")
+    shown = page.locator("svg:visible", has=page.locator("g.tl-row"))
+    expect(shown).to_have_count(1)  # the narrow timeline on a phone, the wide one else
+    assert shown.get_attribute("class") == ("timeline-narrow" if width == 400 else "timeline")
+    bar = shown.locator("g.tl-row[data-stage=read] rect.tl-bar")
     expect(bar).to_be_visible()
     assert float(bar.get_attribute("width")) >= MIN_BAR_UNITS
-    drawn = bar.bounding_box()  # on the screen: the timeline is 640 px wide at least
+    drawn = bar.bounding_box()
     assert drawn is not None and drawn["width"] >= 4, drawn
+    # on the screen, not past its edge in a box that scrolls (the run's 20 ms of set-up
+    # before its one stage put a 640 px timeline's bar at 450 px)
+    assert drawn["x"] + drawn["width"] <= width, drawn
+    assert not page.evaluate("document.documentElement.scrollWidth > innerWidth")
     assert page.problems == []
 
 
@@ -81,3 +90,44 @@ def test_a_runs_options_read_as_words(server, page):
 ])
 def test_options_in_words(options, runner, words):
     assert options_in_words(options, runner) == words
+
+
+def test_dark_theme_follows_the_system_and_colours_the_charts(server, page):
+    colours = {}
+    for scheme in ("light", "dark"):
+        show(page, server.url + "/runs/demo-a", 1400, scheme)
+        colours[scheme] = page.evaluate("""() => [getComputedStyle(document.body).backgroundColor,
+            document.querySelector('#chart-rate').uplot.series[1].stroke()]""")
+    assert colours["light"][0] == "rgb(255, 255, 255)"
+    assert colours["dark"][0] != colours["light"][0]
+    assert colours["dark"][1] != colours["light"][1]  # read from the theme's CSS variables
+    assert page.problems == []
+
+
+
+
+def _press(page, key: str) -> None:
+    """A key, once the page's scripts listen (a key pressed while it loads is lost)."""
+    page.wait_for_load_state("load")
+    page.keyboard.press(key)
+
+
+def test_keys_move_between_runs_and_stages(server, page):
+    page.goto(server.url + "/")
+    _press(page, "j")
+    expect(page.locator("table.runs tbody tr.selected")).to_have_count(1)
+    newest = page.locator("table.runs tbody tr.selected td a").first.inner_text()
+    _press(page, "Enter")
+    expect(page.locator("h1")).to_have_text(f"Run {newest}")
+    page.goto(server.url + "/runs/demo-a")
+    _press(page, "j")
+    _press(page, "j")  # the second stage
+    _press(page, "Enter")
+    stage = page.locator("h1 .stage-name")
+    for key, name in (("", "examples"), ("]", "features"), ("[", "examples"), ("[", "read")):
+        if key:
+            _press(page, key)
+        expect(stage).to_have_text(name)
+    _press(page, "u")
+    expect(page.locator("h1")).to_have_text("Run demo-a")
+    assert page.problems == []

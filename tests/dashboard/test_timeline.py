@@ -7,7 +7,13 @@ import pytest
 
 from seqline.orchestration.dashboard import series
 from seqline.orchestration.dashboard.pages import _significant
-from seqline.orchestration.dashboard.timeline import bottleneck, timeline, wait_spans
+from seqline.orchestration.dashboard.timeline import (
+    MIN_BAR_UNITS,
+    NARROW,
+    bottleneck,
+    timeline,
+    wait_spans,
+)
 
 T0 = 1_000.0
 
@@ -88,6 +94,20 @@ def test_timeline_draws_five_states_and_notes_for_stages_that_did_not_run():
     assert rows["batches"]["note"]["text"] == "not run: upstream `work` failed"
     assert rows["model"]["bar"] is None and rows["model"]["note"]["text"] == "not run"
     assert set(drawn["states"]) == {"working", "input", "output", "reused", "notrun"}
+
+
+@pytest.mark.parametrize("layout", [None, NARROW])
+def test_a_short_stage_late_in_its_run_has_a_bar_inside_the_timeline(layout):
+    """A read failing on its first block: 5 ms, after 20 ms of the run's set-up."""
+    stage = _stage("a_read_stage_with_a_long_name", "failed", t0=T0 + 0.020, t1=T0 + 0.025,
+                   seconds=0.005)
+    run = {**_run([stage], "failed"), "t0": T0, "t1": T0 + 0.030}
+    drawn = timeline(run, {}, layout) if layout else timeline(run, {})
+    row = drawn["rows"][0]
+    assert row["bar"]["w"] >= MIN_BAR_UNITS
+    assert drawn["label"] <= row["bar"]["x"] and row["bar"]["x"] + row["bar"]["w"] <= drawn["width"]
+    if layout:
+        assert drawn["width"] == 380 and row["label"] == "a_read_sta…" and len(drawn["ticks"]) <= 4
 
 
 def test_a_stage_a_failure_stopped_is_marked_apart_from_one_a_cancel_stopped():

@@ -14,21 +14,10 @@ import httpx
 import pytest
 from markupsafe import escape
 
-from tests.dashboard.conftest import DEMO, Server, seqline
+from tests.dashboard.conftest import BAD_FEATURES, DEMO, Server, seqline
 
 pytestmark = pytest.mark.e2e
 
-BAD_FEATURES = '''\
-import pyarrow.compute as pc
-
-from features import add_columns as good
-
-
-def add_columns(batch):
-    if pc.any(pc.equal(batch.column("__seq__"), 700)).as_py():
-        raise ValueError("a day the feature code cannot take")
-    return good(batch)
-'''
 FIELDS = ("status", "records_in", "records_out", "seconds", "waited_input", "waited_output")
 
 
