@@ -280,6 +280,7 @@ def bottleneck(stages: list[dict[str, Any]]) -> dict[str, Any] | None:
         if s["status"] not in RAN or s["seconds"] is None:
             continue
         busy = s["seconds"] - (s["waited_input"] or 0) - (s["waited_output"] or 0)
-        if busy > 0 and (best is None or busy > best["busy"]):
+        # busy enough to read as more than "0.00 s" (a 3 ms read failing on its first block)
+        if busy >= 0.005 and (best is None or busy > best["busy"]):
             best = {"name": s["name"], "busy": round(busy, 2), "seconds": round(s["seconds"], 2)}
     return best

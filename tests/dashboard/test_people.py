@@ -5,14 +5,17 @@ theme follows the system; keys move between runs and stages."""
 from __future__ import annotations
 
 import re
+import subprocess
+import time
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
 from seqline.orchestration.dashboard.run_facts import options_in_words
 from seqline.orchestration.dashboard.timeline import MIN_BAR_UNITS
-from tests.dashboard.conftest import show
+from tests.dashboard.conftest import EXE, Server, show
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -46,6 +49,48 @@ def test_a_failed_runs_error_comes_first_and_its_stage_has_a_bar(server, page, w
     # before its one stage put a 640 px timeline's bar at 450 px)
     assert drawn["x"] + drawn["width"] <= width, drawn
     assert not page.evaluate("document.documentElement.scrollWidth > innerWidth")
+    assert page.problems == []
+
+
+# About 8 s of blocks on 2 workers (19 of 0.8 s), then a failure at seq 190: watched while
+# it runs, on a machine loaded enough that a page takes seconds to open.
+FAILS_LATER = """\
+name: fails_later
+stages:
+  - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 10}}
+  - {name: work, component: preprocess,
+     params: {fn: "latency:boom_at", fn_kwargs: {seq: 190, base_ms: 800, slow_every: 1000}}}
+"""
+
+
+def test_a_run_failing_while_watched_shows_its_error_first_without_a_reload(folder, tmp_path,
+                                                                             page):
+    (folder / "fails_later.yaml").write_text(FAILS_LATER)
+    driver = subprocess.Popen([EXE, "run", str(folder / "fails_later.yaml"), "--root",
+                               str(tmp_path / "root"), "--run-id", "watched"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    running = None
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "root" / "seqline.db").exists():  # the dashboard needs it
+            assert time.monotonic() < deadline, "the run never made its store"
+            time.sleep(0.1)
+        running = Server(tmp_path / "root")
+        while httpx.get(running.url + "/api/runs/watched").status_code != 200:
+            assert time.monotonic() < deadline, "the run never reached the store"
+            time.sleep(0.2)
+        page.set_viewport_size({"width": 400, "height": 900})
+        page.goto(running.url + "/runs/watched")
+        expect(page.locator("#live")).to_have_attribute("data-status", "running")
+        page.evaluate("window.notReloaded = true")
+        error = page.locator("#live-failure .error-box")
+        expect(error).to_contain_text("seq 190", timeout=60_000)  # the stream's update
+        assert page.evaluate("window.notReloaded") is True
+        assert _top(page, "#live-failure") < _top(page, "#log-links")
+    finally:
+        driver.wait(timeout=120)
+        if running is not None:
+            running.stop()
     assert page.problems == []
 
 

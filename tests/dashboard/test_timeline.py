@@ -143,6 +143,8 @@ def test_no_slowest_stage_when_nothing_ran_or_nothing_took_time():
     assert bottleneck([_stage("read", "cached"), _stage("b", "skipped")]) is None
     assert bottleneck([_stage("features", "failed", seconds=0.0),
                        _stage("b", "skipped", seconds=0.0)]) is None
+    # "slowest stage: read (busy 0.00 s of 0.00 s)" named nothing either
+    assert bottleneck([_stage("read", "failed", seconds=0.003)]) is None
 
 
 @pytest.mark.parametrize(("value", "shown"), [
