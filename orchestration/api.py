@@ -40,7 +40,7 @@ from seqline.pipeline.config import (
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError, StageError
 from seqline.pipeline.specs import PipelineSpec, StageSpec
-from seqline.pipeline.storage import Folder, open_root
+from seqline.pipeline.storage import Folder, absolute, open_root
 
 __all__ = ["Pipeline", "RunResult", "Stage", "execute", "new_run_id", "plan_pipeline",
            "run_options", "run_pipeline"]
@@ -210,7 +210,7 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
         StageError: a stage failed (unless `raise_on_error` is False).
     """
     options, run_id = _options_and_id(spec, options, run_id, fields)
-    root = open_root(root)
+    root = absolute(open_root(root))
     with RunStore.open(*store_url(root, store)) as runs:
         plan = plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
         _open_record(runs, spec, plan, pipeline_file)
@@ -246,7 +246,7 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Folder | str, run_id:
     """
     options = run_options(spec, runner=runner.name, workers=runner.workers,
                           window=runner.window, cache=False, **fields)
-    root = open_root(root)
+    root = absolute(open_root(root))
     plan = plan_run(spec, options, COMPONENTS, run_id=check_run_id(run_id), root=root,
                     store=None)
     reports = RunReports()

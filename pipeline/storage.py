@@ -45,7 +45,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 from seqline.pipeline.errors import ConfigError, InternalError, SeqlineError
 
-__all__ = ["DiskFull", "Folder", "Location", "Storage", "folder", "fspath", "open_root",
+__all__ = ["DiskFull", "Folder", "Location", "Storage", "absolute", "folder", "fspath",
+           "open_root",
            "scratch", "seqline_home", "slug", "storage_of", "write_atomically", "write_json"]
 
 
@@ -293,6 +294,15 @@ def open_root(text: str | Folder) -> Folder:
     if isinstance(root, Location):
         _check_bucket(root, text)
     return root
+
+
+def absolute(place: Folder) -> Folder:
+    """`place` as every process of a run finds it: a local folder from `/` (Ray's workers on
+    a cluster start in folders of their own, where `root/runs/...` is no run), a URL as is.
+
+    Example: absolute(Path("root")) -> Path("/home/me/project/root").
+    """
+    return place.absolute() if isinstance(place, Path) else place
 
 
 def _check_bucket(root: Location, text: str) -> None:

@@ -282,24 +282,3 @@ def test_piped_help_is_plain_text_with_each_option_on_one_line(readings):
     run_help = _seqline(readings, "run", "--help").stdout
     assert re.search(r"^\s+--json\s+Print the run as one JSON document .* Everything else goes "
                      r"to stderr\.$", run_help, re.M), run_help
-
-
-TENSORFLOW_PYTHON_LOGS = re.compile(r"INFO:tensorflow|MultiWorkerMirroredStrategy with "
-                                    r"cluster_spec|Collective all_reduce")
-
-
-@pytest.mark.slow
-def test_training_on_ray_train_workers_keeps_tensorflow_logs_out_and_json_whole(readings):
-    """train `workers: 2` on a local Ray (a relative --root: the workers run in Ray's own
-    folders, and must still find the run). Ray Train's own lines are Ray's concern (-v)."""
-    text = (readings / "pipeline.yaml").read_text()
-    text = text.replace("epochs: 3, learning_rate: 0.003}",
-                        "epochs: 1, learning_rate: 0.003, workers: 2}")
-    assert "workers: 2" in text
-    (readings / "workers.yaml").write_text(text)
-    result = _seqline(readings, "run", "workers.yaml", "--runner", "ray", "--root", "root",
-                      "--run-id", "w1", "--no-verify", "--json")
-    assert result.returncode == 0, result.stderr[-3000:]
-    model = next(s for s in json.loads(result.stdout)["stages"] if s["name"] == "model")
-    assert model["status"] == "succeeded"
-    assert not TENSORFLOW_PYTHON_LOGS.search(result.stderr), result.stderr
