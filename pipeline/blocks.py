@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from seqline.pipeline.arrays import int64s, numbers
+
 __all__ = ["SEQ", "Block", "batch_from_ipc", "batch_to_ipc", "recut", "seq_of", "to_blocks",
            "with_seq"]
 
@@ -61,7 +63,7 @@ def batch_from_ipc(data: pa.Buffer) -> pa.RecordBatch:
 
 def seq_of(batch: pa.RecordBatch) -> np.ndarray:
     """The `SEQ` column of a batch as an int64 NumPy array (zero-copy when it has no nulls)."""
-    return batch.column(SEQ).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return numbers(batch.column(SEQ)).astype(np.int64, copy=False)
 
 
 def to_blocks(
@@ -110,4 +112,4 @@ def with_seq(batch: pa.RecordBatch, seq: np.ndarray) -> pa.RecordBatch:
     """`batch` with `seq` (int64, one per row) as its `SEQ` column, replacing any there."""
     if SEQ in batch.schema.names:
         batch = batch.drop_columns([SEQ])
-    return batch.append_column(SEQ, pa.array(seq, pa.int64()))
+    return batch.append_column(SEQ, int64s(seq))

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from seqline.pipeline.arrays import binaries, empties, int64s
 from seqline.pipeline.tfrecord.example_order import in_name_order
 from seqline.pipeline.tfrecord.framing import CorruptRecord
 
@@ -74,17 +75,19 @@ def encode(batch: pa.RecordBatch) -> pa.BinaryArray:
     """
     columns = [_as_feature(col) for col in batch.columns]
     whole = pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
-    ordered = in_name_order(pa.array(_encoder().encode(whole), pa.binary()), batch.schema.names)
+    ordered = in_name_order(binaries(_encoder().encode(whole)), batch.schema.names)
     if ordered is not None:
         return ordered
     features = []
     for name in sorted(batch.schema.names):
         one = pa.RecordBatch.from_arrays([_as_feature(batch.column(name))], names=[name])
-        features.append(_strip_tag(pa.array(_encoder().encode(one), pa.binary())))
+        features.append(_strip_tag(binaries(_encoder().encode(one))))
     if not features:
-        return pa.array([b""] * batch.num_rows, pa.binary())
-    joined = pc.binary_join_element_wise(*features, b"") if len(features) > 1 else features[0]
-    return pc.binary_join_element_wise(_tagged_lengths(joined), joined, b"")
+        return binaries([b""] * batch.num_rows)
+    n = batch.num_rows
+    joined = pc.binary_join_element_wise(*features, empties(n)) if len(features) > 1 \
+        else features[0]
+    return pc.binary_join_element_wise(_tagged_lengths(joined), joined, empties(n))
 
 
 # An Example is field 1 (features), length-delimited: the tag byte 0x0a, a varint length.
@@ -133,11 +136,12 @@ def _as_feature(col: pa.Array) -> pa.Array:
         if _is_text(col.type.value_type):
             return col.cast(pa.large_list(pa.large_binary()))
         return col
-    if _is_text(col.type):
-        values = col.cast(pa.string()).cast(pa.large_binary()).fill_null(b"")
-    else:
-        values = col.fill_null(0)
-    offsets = pa.array(np.arange(len(col) + 1, dtype=np.int64))
+    # Nulls filled only where there are some: a fill value makes pyarrow import pandas (0.3 s
+    # a worker; arrays.py).
+    values = col.cast(pa.string()).cast(pa.large_binary()) if _is_text(col.type) else col
+    if col.null_count:
+        values = values.fill_null(b"" if _is_text(col.type) else 0)
+    offsets = int64s(np.arange(len(col) + 1, dtype=np.int64))
     mask = col.is_null() if col.null_count else None
     return pa.LargeListArray.from_arrays(offsets, values, mask=mask)
 

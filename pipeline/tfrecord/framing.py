@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from seqline.pipeline.arrays import binaries, binary_lengths, empties
 from seqline.pipeline.tfrecord.compression import inflate_member
 
 __all__ = ["CorruptRecord", "frame", "iter_records"]
@@ -79,16 +80,16 @@ def _data_crcs(records: pa.BinaryArray | list[bytes]) -> np.ndarray:
 def frame(records: pa.BinaryArray | list[bytes]) -> bytes:
     """Records in TFRecord framing, byte-identical to tf.io.TFRecordWriter's output."""
     if isinstance(records, list):
-        records = pa.array(records, pa.binary())
+        records = binaries(records)
     n = len(records)
-    lengths = pc.binary_length(records).to_numpy(zero_copy_only=False).astype(np.int64)
+    lengths = binary_lengths(records)
     headers = np.empty((n, _HEADER), np.uint8)
     headers[:, :8] = lengths.astype("<u8").view(np.uint8).reshape(-1, 8)
     headers[:, 8:] = _length_crcs(lengths).astype("<u4").view(np.uint8).reshape(-1, 4)
     footers = _data_crcs(records).astype("<u4")
     framed = pc.binary_join_element_wise(
         _fixed_width(headers.ravel(), n, _HEADER), records,
-        _fixed_width(footers.view(np.uint8), n, _FOOTER), b"")
+        _fixed_width(footers.view(np.uint8), n, _FOOTER), empties(n))
     offsets = np.frombuffer(framed.buffers()[1], np.int32, n + 1, framed.offset * 4)
     return framed.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]] if n else b""
 

@@ -2,7 +2,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from seqline.pipeline.blocks import SEQ, Block, to_blocks
+from seqline.pipeline.arrays import numbers
+from seqline.pipeline.blocks import SEQ, Block, seq_of, to_blocks, with_seq
 from seqline.pipeline.errors import StageError
 from seqline.pipeline.tasks import Counts, MapTask, check_order
 
@@ -84,3 +85,27 @@ def test_pickled_result_round_trips_batch_and_failure():
     failed = MapTask("s", lambda b: 1 / 0)(_block([1]))
     with pytest.raises(StageError, match="ZeroDivisionError"):
         pickle.loads(pickle.dumps(failed)).raise_if_failed()
+
+
+@pytest.mark.parametrize("kind", [pa.int8(), pa.int64(), pa.uint16(), pa.float32(),
+                                  pa.float64()])
+def test_numbers_reads_a_slice_of_a_plain_array_as_its_values(kind):
+    whole = pa.array([3, 1, 4, 1, 5, 9, 2, 6], kind)
+    part = whole.slice(2, 5)  # an offset into the buffer: the slice's values, not the head
+    found = numbers(part)
+    assert found.tolist() == [4, 1, 5, 9, 2] and found.dtype == kind.to_pandas_dtype()
+    assert not found.flags.writeable  # a view of Arrow's buffer
+
+
+@pytest.mark.parametrize("array", [pa.array([1.5, None, 2.0]), pa.array([3, None]),
+                                   pa.array([True, False])])
+def test_numbers_of_nulls_or_bits_is_arrows_own_conversion(array):
+    assert np.array_equal(numbers(array), array.to_numpy(zero_copy_only=False), equal_nan=True)
+
+
+def test_with_seq_then_seq_of_round_trip_and_replace_an_old_seq():
+    batch = pa.record_batch({"x": [7, 8, 9]})
+    numbered = with_seq(with_seq(batch, np.array([0, 1, 2])), np.array([10, 11, 12]))
+    assert numbered.schema.names == ["x", SEQ]
+    assert seq_of(numbered).tolist() == [10, 11, 12]
+    assert seq_of(numbered.slice(1)).tolist() == [11, 12]

@@ -64,3 +64,36 @@ def test_cli_help_lists_every_command():
     done = subprocess.run([EXE, "--help"], capture_output=True, text=True, check=True,
                           timeout=120)
     assert _listed(done.stdout) == sorted(COMMANDS), done.stdout
+
+
+# A data-only run in a fresh interpreter (threads: no worker processes to look into).
+DATA_RUN = """
+import json, sys
+from pathlib import Path
+from seqline.components import COMPONENTS
+from seqline.orchestration.api import run_pipeline
+from seqline.orchestration.runners import make_runner
+from seqline.pipeline.config import parse_pipeline
+folder = Path(sys.argv[1])
+(folder / "in.csv").write_text("k,x,s\\n" + "".join(f"{i},{i / 3},s{i % 5}\\n" for i in range(300)))
+spec = parse_pipeline(TEXT, folder, COMPONENTS)
+with make_runner("local", workers=2, mode="thread") as runner:
+    run_pipeline(spec, runner, folder / "root", "r")
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "pandas")))
+"""
+DATA_PIPELINE = """
+name: tiny
+stages:
+  - {name: read, component: ingest, params: {format: csv, paths: [in.csv], block_records: 64}}
+  - {name: examples, component: tfrecord_write}
+"""
+
+
+def test_a_data_run_leaves_pandas_unimported(tmp_path):
+    """pyarrow imports pandas on its first conversion of a NumPy array or a Python value (0.3
+    s): a run's driver numbers, profiles and stores its records without one (blocks.numbers)."""
+    script = f"TEXT = {DATA_PIPELINE!r}\n{DATA_RUN}"
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == []
