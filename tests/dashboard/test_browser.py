@@ -331,6 +331,9 @@ def test_a_stage_rate_chart_agrees_with_its_table(server, page, stage):
     table = float(page.locator("table.counts td.rows-per-s").inner_text().replace(",", ""))
     # The table's 3 significant digits, and the chart's steps placed to 1 ms (of 0.3 s).
     assert _drawn_rate(page, "#chart-stage-rate", 1) == pytest.approx(table, rel=0.015)
+    # Its axis is "time since the stage started": it starts at 0, not at the run's start.
+    first = page.evaluate("document.querySelector('#chart-stage-rate').uplot.data[0][0]")
+    assert first == pytest.approx(0, abs=0.001)
     page.goto(server.url + "/runs/demo-a")
     seconds = _seconds(page.locator(f"tr.stage-row[data-stage={stage}] td.seconds").inner_text())
     bar = page.locator(f"svg.timeline g.tl-row[data-stage={stage}] rect.tl-bar").get_attribute(

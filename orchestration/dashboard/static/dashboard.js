@@ -152,8 +152,8 @@
     if (only) { all = all[only] ? { [only]: all[only] } : {}; }
     const stages = fromStart(all, startsOf());
     const first = Object.values(stages).map(function (s) { return (s.t || [])[0]; }).filter(function (t) { return t !== undefined; });
-    const t0 = body.t0 || Math.min.apply(null, first.length ? first : [0]);
-    const kind = el.dataset.kind;
+    const kind = el.dataset.kind, ownStart = kind.indexOf("stage-") === 0 || !body.t0;  // a stage page: from its own start
+    const t0 = ownStart ? Math.min.apply(null, first.length ? first : [0]) : body.t0;
     const x = secondsAxis(kind.indexOf("stage-") === 0 ? "time since the stage started" : "time since the run started");
     if (kind === "rate" || kind === "stage-rate") {
       const a = align(withRates(stages), "rate", t0);
