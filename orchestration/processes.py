@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import re
 import shutil
@@ -20,7 +19,7 @@ import psutil
 from seqline.pipeline.errors import Cancelled
 
 __all__ = ["pid_alive", "pid_runs", "remove_scratch", "scratch_dir", "sigterm_cancels",
-           "stop_children", "tidy_scratch"]
+           "tidy_scratch"]
 
 
 def pid_alive(pid: int) -> bool:
@@ -171,34 +170,6 @@ def _remove_made() -> None:
     for folder in list(_made):
         if _driver_pid(folder.name) == os.getpid():
             remove_scratch(folder)
-
-
-def stop_children(command_part: str, timeout: float = 1.0) -> set[int]:
-    """Terminate this process's descendants whose command line contains `command_part`,
-    then kill those still running after `timeout` seconds.
-
-    Args:
-        command_part: e.g. "sdk_worker_main" for Beam's SDK worker processes.
-        timeout: how long they get to exit after SIGTERM.
-
-    Returns:
-        The pids of the processes stopped.
-    """
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if command_part in " ".join(child.cmdline()):
-                found.append(child)
-        except psutil.Error:  # exited meanwhile
-            continue
-    for child in found:
-        with contextlib.suppress(psutil.NoSuchProcess):  # it may exit on its own meanwhile
-            child.terminate()
-    _, alive = psutil.wait_procs(found, timeout=timeout)
-    for child in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.kill()
-    return {child.pid for child in found}
 
 
 @contextmanager

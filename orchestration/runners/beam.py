@@ -12,14 +12,14 @@ from typing import Literal
 
 import apache_beam as beam
 import grpc
-import psutil
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from seqline.orchestration.events import BlockRetried, Occupancy, Subscriber
-from seqline.orchestration.processes import scratch_dir, stop_children
+from seqline.orchestration.processes import scratch_dir
+from seqline.orchestration.runners import beam_workers
 from seqline.orchestration.runners.base import Runner
 from seqline.orchestration.runners.beam_transforms import (
     MarkDone,
@@ -37,9 +37,7 @@ from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["BeamRunner", "SeqlineMap"]
 
-SDK_WORKER = "apache_beam.runners.worker.sdk_worker_main"  # in its processes' command lines
 WATCH_SECONDS = 0.2  # how often a running job's SDK workers are checked
-SCAN_EVERY = 5  # checks between two looks for new SDK workers (one look: ~2 ms of CPU)
 # How long a job whose worker exited gets to end before the exit counts as a death. Beam stops
 # its workers as a job ends; on a loaded machine the job may take seconds more to return, and
 # taking that for a death stops the other workers and reruns blocks for nothing.
@@ -133,7 +131,7 @@ class BeamRunner(Runner):
         """Stop the SDK worker processes (multi_processing) and remove the stages' scratch
         folders; their jobs are left on daemon threads (see _run_surviving)."""
         self._aborted = True
-        stop_children(SDK_WORKER)
+        beam_workers.stop()
         for work in list(self._work):
             _remove(work)
 
@@ -175,9 +173,9 @@ class BeamRunner(Runner):
                     raise Cancelled("the run was cancelled")
                 job.result()  # the job's own error, if it failed
                 return
-            stopped = stop_children(SDK_WORKER)
-            # Only the dead worker's block is charged an attempt (a dead worker not yet reaped
-            # is a zombie, which stop_children may count as stopped).
+            stopped = beam_workers.stop()
+            # Only the dead worker's block is charged an attempt (`stop` stops the others,
+            # the workers still running).
             for out in _outs(work, tasks):
                 for marker in _attempt_markers(out):
                     if int(marker.rsplit(".", 1)[1]) in stopped - dead:
@@ -195,27 +193,27 @@ class BeamRunner(Runner):
 
     def _died_during(self, job: Future[None]) -> set[int]:
         """Wait for `job`; the pids of its SDK workers that died first (the job then hangs)."""
-        # Workers of an earlier job may not have exited (or been reaped) yet: not this job's.
-        earlier = set(_sdk_workers())
-        seen: dict[int, psutil.Process] = {}
-        looks = 0
-        while not job.done():
-            if looks % SCAN_EVERY == 0:  # finding new workers reads all of /proc: not often
-                for pid, child in _sdk_workers().items():
-                    if pid not in earlier:
-                        seen.setdefault(pid, child)
-            looks += 1
-            if self._aborted:
-                return set()
-            gone = [p for p in seen.values() if not p.is_running()
-                    or p.status() == psutil.STATUS_ZOMBIE]
-            if gone:  # Beam stops its workers as a job ends: give an ending job a moment
+        # Workers of an earlier job may not have ended yet: not this job's.
+        earlier = set(beam_workers.started())
+        mine: set[int] = set()
+        try:
+            while not job.done():
+                if self._aborted:
+                    return set()
+                workers = {pid: w for pid, w in beam_workers.started().items()
+                           if pid not in earlier}
+                mine |= workers.keys()
+                gone = {pid for pid, w in workers.items() if w.exitcode}
+                if gone:  # Beam stops its workers as a job ends: give an ending job a moment
+                    with contextlib.suppress(TimeoutError):
+                        job.exception(timeout=ENDING_GRACE_SECONDS)
+                    return set() if job.done() else gone
                 with contextlib.suppress(TimeoutError):
-                    job.exception(timeout=ENDING_GRACE_SECONDS)
-                return set() if job.done() else {p.pid for p in gone}
-            with contextlib.suppress(TimeoutError):
-                job.exception(timeout=WATCH_SECONDS)
-        return set()
+                    job.exception(timeout=WATCH_SECONDS)
+            return set()
+        finally:  # those that ended (another job's still running are that job's to watch)
+            beam_workers.forget({pid for pid, w in beam_workers.started().items()
+                                 if pid in mine and w.exitcode is not None})
 
     def _spill(self, blocks: Iterable[Block], folder: str) -> list[int]:
         """Write each block's Arrow IPC bytes into `folder` as it arrives; their indices."""
@@ -232,13 +230,19 @@ class BeamRunner(Runner):
         return 1 if self.mode == "in_memory" else min(self.workers, self.window)
 
     def _run_pipeline(self, tasks: list[MapTask], work: str, indices: list[int]) -> None:
+        # multi_processing: workers forked with Beam imported, not started as new interpreters
+        # (beam_workers.py); the FnApiRunner then runs `direct_num_workers` of them, with the
+        # mode it would otherwise set its own environment by left at in_memory.
+        forked = self._local_processes
         options = PipelineOptions([
-            f"--direct_running_mode={self.mode}",
+            f"--direct_running_mode={'in_memory' if forked else self.mode}",
             f"--direct_num_workers={self._parallelism}",
             *self.options,
         ])
         urls = [(i, f"{work}/in/{block_name(i)}") for i in indices]
-        runner = FnApiRunner() if self._on_fn_api_runner else None  # else the user's --runner
+        runner = None  # the user's --runner
+        if self._on_fn_api_runner:
+            runner = FnApiRunner(beam_workers.ForkedEnvironment.default() if forked else None)
         with beam.Pipeline(runner=runner, options=options) as p:
             blocks = (p
                       | "Blocks" >> beam.Create(urls, reshuffle=False)
@@ -257,7 +261,7 @@ def _quiet_stopped_workers(args: threading.ExceptHookArgs) -> None:
     those tracebacks would only be noise, even under `-q`."""
     name = args.thread.name if args.thread is not None else ""
     if (name == "run_worker" and isinstance(args.exc_value, RuntimeError)
-            and str(args.exc_value).startswith("Worker subprocess exited with return code")) \
+            and str(args.exc_value).startswith(beam_workers.EXITED)) \
             or (name == "beam_control_read" and isinstance(args.exc_value, grpc.RpcError)):
         return
     _EXCEPTHOOK(args)
@@ -265,15 +269,6 @@ def _quiet_stopped_workers(args: threading.ExceptHookArgs) -> None:
 
 _EXCEPTHOOK = threading.excepthook
 threading.excepthook = _quiet_stopped_workers
-
-
-def _sdk_workers() -> dict[int, psutil.Process]:
-    found = {}
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if SDK_WORKER in " ".join(child.cmdline()):
-                found[child.pid] = child
-    return found
 
 
 def _outs(work: str, tasks: list[MapTask]) -> list[str]:

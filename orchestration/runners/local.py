@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import threading
@@ -17,72 +16,18 @@ from concurrent.futures import (
 from concurrent.futures import wait as wait_for_futures
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from multiprocessing import context, forkserver, popen_forkserver, reduction, spawn, util
-from typing import Any, Literal
+from typing import Literal
 
 from seqline.orchestration.events import Subscriber
 from seqline.orchestration.processes import scratch_dir
 from seqline.orchestration.runners.base import Runner, poisoned, retry_after_death, run_windowed
+from seqline.orchestration.runners.forked import PRELOAD, WorkerContext
 from seqline.orchestration.runners.local_worker import init_worker, marker, run_marked
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import Cancelled
 from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["LocalRunner"]
-
-
-# Imported once by the fork server, so each worker starts with them loaded (tfx-bsl's coders
-# take about 1 s and 230 MB to import) instead of importing them on its first block.
-PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "seqline.pipeline.tfrecord",
-           "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker"]
-
-
-# What a new process is told about the driver's main module: run it again as __mp_main__
-# (a script's path, or a module's name for `python -m`), so that functions defined in it can
-# be unpickled. Workers never need it (user functions are named `module:function` and
-# imported), and a script without `if __name__ == "__main__":` would run its pipeline again
-# in every worker.
-MAIN_MODULE_KEYS = ("init_main_from_path", "init_main_from_name")
-
-
-class _PopenWithoutMain(popen_forkserver.Popen):
-    """Starts a forkserver worker as CPython does (popen_forkserver.Popen._launch, unchanged
-    in 3.11-3.14), but with the main module left out of its preparation data: the worker
-    never imports the caller's script, as Ray's workers never import the driver's.
-    """
-
-    def _launch(self, process_obj: Any) -> None:
-        prep_data = spawn.get_preparation_data(process_obj._name)
-        for key in MAIN_MODULE_KEYS:
-            prep_data.pop(key, None)
-        buf = io.BytesIO()
-        context.set_spawning_popen(self)
-        try:
-            reduction.dump(prep_data, buf)
-            reduction.dump(process_obj, buf)
-        finally:
-            context.set_spawning_popen(None)
-        # typeshed leaves out multiprocessing's private names (_fds, close_fds) used here.
-        self.sentinel, w = forkserver.connect_to_new_process(self._fds)  # type: ignore[attr-defined]
-        # The data pipe's write end, kept: the child sees its parent die when it closes.
-        _parent_w = os.dup(w)
-        self.finalizer = util.Finalize(self, util.close_fds,  # type: ignore[attr-defined]
-                                       (_parent_w, self.sentinel))
-        with open(w, "wb", closefd=True) as f:
-            f.write(buf.getbuffer())
-        self.pid = forkserver.read_signed(self.sentinel)
-
-
-class _WorkerProcess(context.ForkServerProcess):
-    @staticmethod
-    def _Popen(process_obj: Any) -> _PopenWithoutMain:  # noqa: N802 - multiprocessing's name
-        return _PopenWithoutMain(process_obj)
-
-
-class _WorkerContext(context.ForkServerContext):
-    """The forkserver context, whose processes never run the caller's `__main__`."""
-
-    Process = _WorkerProcess  # type: ignore[assignment]
 
 
 @dataclass(eq=False)  # a handle: hashed by identity, as the windowed loop keys by it
@@ -126,13 +71,10 @@ class LocalRunner(Runner):
             if self.mode == "thread":
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="seqline")
             else:
-                # forkserver: workers fork from a clean server, not from a driver that may hold
-                # TensorFlow, gRPC or Ray threads (forking those can deadlock).
-                # Its workers never import the caller's __main__: a script needs no
-                # `if __name__ == "__main__":` guard (_PopenWithoutMain).
-                mp_context = _WorkerContext()
-                mp_context.set_forkserver_preload(PRELOAD)
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=mp_context,
+                # Workers fork from a clean server and never import the caller's __main__: a
+                # script needs no `if __name__ == "__main__":` guard (see WorkerContext).
+                self._pool = ProcessPoolExecutor(self.workers,
+                                                 mp_context=WorkerContext(PRELOAD),
                                                  initializer=init_worker,
                                                  initargs=(os.getpid(), self._markers,
                                                            dict(os.environ)))

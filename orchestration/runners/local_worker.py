@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 import shutil
 import signal
 import sys
 import threading
-import time
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
-from seqline.orchestration.processes import pid_alive
+from seqline.orchestration.runners.forked import exit_with
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.tasks import BlockResult, MapTask
 
@@ -51,24 +50,8 @@ def init_worker(driver: int, markers: str, environment: dict[str, str] | None = 
         # -q (environment.quiet_engines): a forkserver's workers imported seqline before
         logging.getLogger("seqline").setLevel(environment.get("SEQLINE_LOG_LEVEL", logging.NOTSET))
     signal.signal(signal.SIGTERM, _stopped)
-    threading.Thread(target=_exit_with, args=(driver, markers), daemon=True,
-                     name="seqline-driver-watch").start()
-
-
-def _exit_with(driver: int, markers: str) -> None:
-    """Return never: wait for the driver's exit, then clean up after it and exit."""
-    try:
-        # A pidfd becomes readable when that process exits, and (unlike a pid) it cannot
-        # come to name another process later.
-        watched = os.pidfd_open(driver)
-        select.select([watched], [], [])
-    except ProcessLookupError:  # gone already
-        pass
-    except OSError:  # no pidfd (Linux < 5.3): ask every second instead
-        while pid_alive(driver):
-            time.sleep(1)
-    shutil.rmtree(markers, ignore_errors=True)
-    os._exit(1)
+    threading.Thread(target=exit_with, args=(driver, partial(shutil.rmtree, markers, True)),
+                     daemon=True, name="seqline-driver-watch").start()
 
 
 def _stopped(signum: int, frame: FrameType | None) -> None:

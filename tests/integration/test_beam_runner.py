@@ -8,6 +8,7 @@ byte they exchange with the driver on the S3 server, and with a temp folder nobo
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import apache_beam as beam
 import fsspec
 import numpy as np
+import psutil
 import pyarrow as pa
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -24,7 +26,7 @@ from seqline.components import COMPONENTS, preprocess
 from seqline.components import stage as new_stage
 from seqline.orchestration.api import run_pipeline
 from seqline.orchestration.events import Occupancy
-from seqline.orchestration.runners import make_runner
+from seqline.orchestration.runners import beam_workers, make_runner
 from seqline.orchestration.runners.beam import BeamRunner, SeqlineMap
 from seqline.orchestration.runners.beam_transforms import read_result, result_name
 from seqline.pipeline.artifacts import read_manifest
@@ -89,6 +91,23 @@ def test_beam_multi_processing_with_scratch_on_s3_writes_nothing_local(s3_root, 
     assert list(no_temp.glob("seqline-beam-*")) == []
     fs.invalidate_cache()
     assert not fs.exists(f"{s3_root}/scratch")  # the stage's scratch folder is gone
+
+
+def test_multi_processing_workers_are_forked_from_the_fork_server():
+    """Each SDK worker is a process of its own, forked with Beam imported (not a new
+    interpreter importing it, ~2 CPU-s a worker): its parent is the driver's fork server.
+    None is kept once the job has ended."""
+    runner = BeamRunner(workers=2, mode="multi_processing")
+    results = list(runner.map_blocks(_task("stamp_pid", base_ms=20), _blocks()))
+    assert np.array_equal(_seq(results), np.arange(600))
+    pids = {p for r in results for p in r.batch.column("pid").to_pylist()}
+    assert 1 <= len(pids) <= 2 and os.getpid() not in pids
+    assert not pids & set(beam_workers.started())  # forgotten with their job
+    assert not any(psutil.pid_exists(p) for p in pids)  # and exited: Beam stopped them
+    results = list(runner.map_blocks(_task("stamp_pid", parent=True), _blocks()))
+    (parent,) = {p for r in results for p in r.batch.column("pid").to_pylist()}
+    server = psutil.Process(parent)
+    assert server.ppid() == os.getpid() and "forkserver" in " ".join(server.cmdline())
 
 
 @pytest.mark.parametrize("mode", ["in_memory", "multi_threading"])

@@ -216,10 +216,12 @@ def _titled(process: psutil.Process, title: str) -> bool:
 
 
 def _beam_worker(process: psutil.Process) -> bool:
+    """A Beam SDK worker: forked by the driver's fork server (runners/beam_workers.py), so
+    the fork server's command line, and the fork server its parent."""
     with contextlib.suppress(psutil.Error):
-        line = process.cmdline()
-        return bool(line) and "python" in Path(line[0]).name and any(
-            "sdk_worker_main" in part for part in line)
+        parent = process.parent()
+        return parent is not None and all("forkserver" in " ".join(p.cmdline())
+                                           for p in (process, parent))
     return False
 
 

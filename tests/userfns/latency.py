@@ -116,9 +116,11 @@ def flaky(batch: pa.RecordBatch, state_dir: str, fails: int = 2) -> pa.RecordBat
 
 
 def stamp_pid(batch: pa.RecordBatch, column: str = "pid", base_ms: float = 1.0, seed: int = 0,
-              below: int | None = None) -> pa.RecordBatch:
-    """After a random latency, add the worker's pid as `column`; keep only seq < `below`."""
+              below: int | None = None, parent: bool = False) -> pa.RecordBatch:
+    """After a random latency, add the worker's pid (`parent`: its parent's) as `column`; keep
+    only seq < `below`."""
     first = int(batch.column(SEQ)[0].as_py()) if batch.num_rows else -1
     time.sleep(base_ms * np.random.default_rng([seed, first + 1]).uniform(0.5, 1.5) / 1000)
-    out = batch.append_column(column, pa.array([os.getpid()] * batch.num_rows, pa.int64()))
+    pid = os.getppid() if parent else os.getpid()
+    out = batch.append_column(column, pa.array([pid] * batch.num_rows, pa.int64()))
     return out if below is None else out.filter(pc.less(out.column(SEQ), below))

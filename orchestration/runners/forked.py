@@ -1,0 +1,115 @@
+"""Worker processes forked from a fork server that imported their modules once, for the local
+runner's pool and Beam's SDK workers alike."""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing import context, forkserver, popen_forkserver, reduction, spawn, util
+from typing import Any
+
+from seqline.orchestration.processes import pid_alive
+
+__all__ = ["PRELOAD", "WorkerContext", "exit_with"]
+
+# Imported once by the fork server, so each worker starts with them loaded (tfx-bsl's coders
+# take about 1 s and 230 MB to import; pandas, 0.2 s, is imported by pyarrow's first
+# `pa.array`) instead of importing them on its first block.
+PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "pandas", "seqline.pipeline.tfrecord",
+           "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker"]
+
+# What a new process is told about the driver's main module: run it again as __mp_main__
+# (a script's path, or a module's name for `python -m`), so that functions defined in it can
+# be unpickled. Workers never need it (user functions are named `module:function` and
+# imported), and a script without `if __name__ == "__main__":` would run its pipeline again
+# in every worker.
+MAIN_MODULE_KEYS = ("init_main_from_path", "init_main_from_name")
+
+
+class _PopenWithoutMain(popen_forkserver.Popen):
+    """Starts a forkserver worker as CPython does (popen_forkserver.Popen._launch, unchanged
+    in 3.11-3.14), but with the main module left out of its preparation data: the worker
+    never imports the caller's script, as Ray's workers never import the driver's.
+    """
+
+    def _launch(self, process_obj: Any) -> None:
+        prep_data = spawn.get_preparation_data(process_obj._name)
+        for key in MAIN_MODULE_KEYS:
+            prep_data.pop(key, None)
+        buf = io.BytesIO()
+        context.set_spawning_popen(self)
+        try:
+            reduction.dump(prep_data, buf)
+            reduction.dump(process_obj, buf)
+        finally:
+            context.set_spawning_popen(None)
+        # typeshed leaves out multiprocessing's private names (_fds, close_fds) used here.
+        server = _servers[process_obj.preload]
+        self.sentinel, w = server.connect_to_new_process(self._fds)  # type: ignore[attr-defined]
+        # The data pipe's write end, kept: the child sees its parent die when it closes.
+        _parent_w = os.dup(w)
+        self.finalizer = util.Finalize(self, util.close_fds,  # type: ignore[attr-defined]
+                                       (_parent_w, self.sentinel))
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = forkserver.read_signed(self.sentinel)
+
+
+class _WorkerProcess(context.ForkServerProcess):
+    preload: tuple[str, ...]  # names its fork server
+
+    @staticmethod
+    def _Popen(process_obj: Any) -> _PopenWithoutMain:  # noqa: N802 - multiprocessing's name
+        return _PopenWithoutMain(process_obj)
+
+
+class WorkerContext(context.ForkServerContext):
+    """The forkserver context, whose processes never run the caller's `__main__`, forked from
+    a server of their own that imported `preload` first.
+
+    forkserver: workers fork from a clean server, not from a driver that may hold TensorFlow,
+    gRPC or Ray threads (forking those can deadlock). One server per preload (not Python's
+    one per process): the local runner's workers and Beam's SDK workers each start from a
+    server that imported what they need, whichever started first in a process that runs
+    both (a notebook, the test suite's workers).
+    """
+
+    def __init__(self, preload: list[str]) -> None:
+        super().__init__()
+        self.preload = tuple(preload)
+        with _lock:
+            if self.preload not in _servers:
+                server = forkserver.ForkServer()
+                server.set_forkserver_preload(preload)
+                _servers[self.preload] = server
+
+    def Process(self, *args: Any, **kwargs: Any) -> _WorkerProcess:  # type: ignore[override]  # noqa: N802 - multiprocessing's name
+        process = _WorkerProcess(*args, **kwargs)
+        process.preload = self.preload
+        return process
+
+
+_servers: dict[tuple[str, ...], forkserver.ForkServer] = {}
+_lock = threading.Lock()
+
+
+def exit_with(driver: int, then: Callable[[], object] | None = None) -> None:
+    """Return never: wait for the driver's exit, then `then()`, then exit (a worker's thread:
+    nothing else stops a worker whose driver was SIGKILLed)."""
+    try:
+        # A pidfd becomes readable when that process exits, and (unlike a pid) it cannot
+        # come to name another process later.
+        watched = os.pidfd_open(driver)
+        select.select([watched], [], [])
+    except ProcessLookupError:  # gone already
+        pass
+    except OSError:  # no pidfd (Linux < 5.3): ask every second instead
+        while pid_alive(driver):
+            time.sleep(1)
+    if then is not None:
+        then()
+    os._exit(1)
