@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,3 +24,14 @@ def small_filesystem(mount: Path, size: str) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    """Fill `folder`'s filesystem to its last byte (as the soak's disk_full fault leaves it);
+    the filler file, whose removal frees the space again."""
+    filler = folder / "filler"
+    with contextlib.suppress(OSError), open(filler, "wb") as f:
+        while True:
+            f.write(b"\0" * 4096)
+            f.flush()
+    return filler

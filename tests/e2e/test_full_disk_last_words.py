@@ -24,7 +24,7 @@ import pytest
 
 from seqline.orchestration.environment import LAST_WORDS_FD
 from seqline.orchestration.store import RunStore
-from tests.disks import small_filesystem
+from tests.disks import fill, small_filesystem
 from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
@@ -57,16 +57,6 @@ def run_launched(command: list[str], cwd: Path, env: dict[str, str] | None = Non
             chunks.append(chunk)
     os.close(read)
     return Said(done.returncode, done.stderr, b"".join(chunks).decode().strip())
-
-
-def fill(folder: Path) -> Path:
-    """Fill `folder`'s filesystem to its last byte; the filler file."""
-    filler = folder / "filler"
-    with contextlib.suppress(OSError), open(filler, "wb") as f:
-        while True:
-            f.write(b"\0" * 4096)
-            f.flush()
-    return filler
 
 
 @pytest.fixture

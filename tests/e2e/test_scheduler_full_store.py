@@ -19,7 +19,7 @@ from seqline.orchestration.schedule.daemon import Scheduler
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.store import RunStore
 from seqline.orchestration.store.rows import now
-from tests.disks import small_filesystem
+from tests.disks import fill, small_filesystem
 from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
@@ -37,16 +37,6 @@ def disk(tmp_path) -> Iterator[Path]:
                                         at=now())
             store.schedules.add_schedule(schedule)
         yield mount
-
-
-def _fill(disk: Path) -> Path:
-    """The disk filled to its last byte (as the soak's disk_full fault leaves it)."""
-    filler = disk / "filler"
-    with contextlib.suppress(OSError), open(filler, "wb") as f:
-        while True:
-            f.write(b"\0" * 4096)
-            f.flush()
-    return filler
 
 
 @contextlib.contextmanager
@@ -100,7 +90,7 @@ def test_a_scheduler_restarted_on_a_full_store_waits_for_its_lease_then_starts(
     """The finding: taking the lease raised "database or disk is full" as a traceback, exit 1
     (under systemd, a restart for nothing, and no scheduler once its start limit is hit)."""
     with _held_open(disk):
-        filler = _fill(disk)
+        filler = fill(disk)
         scheduler = _start(tmp_path, disk)
         try:
             said = _line(scheduler, r"lease")
@@ -122,7 +112,7 @@ def test_a_scheduler_whose_store_cannot_open_on_a_full_disk_waits_and_stops_on_s
         tmp_path, disk):
     """With no process holding the store, SQLite cannot even make its -shm file: the open
     fails ("disk I/O error"), and was one line saying to check --store, exit 2."""
-    _fill(disk)
+    fill(disk)
     scheduler = _start(tmp_path, disk)
     try:
         said = _line(scheduler, r"run store")
@@ -150,7 +140,7 @@ def test_schedule_commands_on_a_full_store_end_in_one_line_then_work_once_it_has
         tmp_path, disk, args):
     """Each raised "database or disk is full" as a traceback, exit 1."""
     with _held_open(disk):
-        filler = _fill(disk)
+        filler = fill(disk)
         command = [EXE, "schedule", *args, "--root", str(disk / "root")]
         done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path,
                               timeout=120)
@@ -173,7 +163,7 @@ def test_a_scheduler_stopping_on_a_full_store_leaves_its_lease_in_one_line(disk)
         scheduler = Scheduler(store, launcher=None, log=lines.append)  # type: ignore[arg-type]
         scheduler.acquire()
         with _held_open(disk):
-            filler = _fill(disk)
+            filler = fill(disk)
             scheduler.release()
             assert lines == [f"the run store at {store.url} failed to take back this "
                              "scheduler's lease (database or disk is full); it expires in 30 s, "
