@@ -28,6 +28,7 @@ from seqline.orchestration.run_options import RunOptions
 from seqline.orchestration.runners import Runner, make_runner
 from seqline.orchestration.store import DB_FILE, RunNotFound, RunStore
 from seqline.orchestration.store.engine import store_url
+from seqline.orchestration.store.errors import storing
 from seqline.orchestration.verify import StageCheck, verify_run
 from seqline.pipeline.artifacts import check_run_id, read_manifest, run_dir
 from seqline.pipeline.config import (
@@ -325,19 +326,23 @@ def _ended(bus: EventBus, plan: RunPlan, status: str, error: BaseException | Non
 
 def _open_record(runs: RunStore, spec: PipelineSpec, plan: RunPlan,
                  pipeline_file: Path | None) -> None:
-    """The run's row, made before anything runs: a taken run id fails here (exit 2)."""
+    """The run's row, made before anything runs: a taken run id fails here (exit 2), a store
+    that refuses the write (a full disk) in one line, exit 1 (soak finding 10)."""
     options = plan.options
-    if options.resume:
-        try:
-            runs.resume_run(plan.run_id)
-            return
-        except RunNotFound:  # a run from before the store: it is recorded from here on
-            pass
-    text = pipeline_file.read_text() if pipeline_file else Pipeline.from_spec(spec).to_yaml()
-    runs.create_run(plan.run_id, spec.name, runner=options.runner, options=options.recorded,
-                    trigger="resume" if options.resume else options.trigger,
-                    pipeline_file=str(pipeline_file.resolve()) if pipeline_file else None,
-                    fingerprint=hashlib.sha256(text.encode()).hexdigest())
+    with storing(runs.url, f"run {plan.run_id}'s start", "run the same command again "
+                 "(nothing has run)"):
+        if options.resume:
+            try:
+                runs.resume_run(plan.run_id)
+                return
+            except RunNotFound:  # a run from before the store: it is recorded from here on
+                pass
+        text = pipeline_file.read_text() if pipeline_file else \
+            Pipeline.from_spec(spec).to_yaml()
+        runs.create_run(plan.run_id, spec.name, runner=options.runner, options=options.recorded,
+                        trigger="resume" if options.resume else options.trigger,
+                        pipeline_file=str(pipeline_file.resolve()) if pipeline_file else None,
+                        fingerprint=hashlib.sha256(text.encode()).hexdigest())
 
 
 def new_run_id() -> str:

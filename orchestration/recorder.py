@@ -36,6 +36,7 @@ from seqline.orchestration.events import (
 from seqline.orchestration.live_stage import HEAD, PROGRESS, LiveStage
 from seqline.orchestration.plan import RunPlan
 from seqline.orchestration.store import RunStore
+from seqline.orchestration.store.errors import database_words
 from seqline.pipeline.errors import SeqlineError, StageError
 from seqline.pipeline.specs import ComponentSpec, PipelineSpec
 
@@ -259,7 +260,7 @@ class RunRecorder:
             self.store.heartbeat(self.run_id)
         except Exception as exc:  # the store's own errors vary by database driver
             log.warning("run %s: the run store could not record progress: %s", self.run_id,
-                        _store_error(exc))
+                        database_words(exc))
 
     # -- when the store fails ---------------------------------------------------------------
 
@@ -273,7 +274,7 @@ class RunRecorder:
             where = f"stage {stage!r}: the" if stage else \
                 f"run {self.run_id}: every stage committed, but the"
             message = (f"{where} run store at {self.store.url} could not record {what} "
-                       f"({_store_error(exc)}). Fix the store (free space on its disk, or start "
+                       f"({database_words(exc)}). Fix the store (free space on its disk, or start "
                        "its database), then finish the run with `seqline run … --resume "
                        f"--run-id {self.run_id}`: committed stages are kept.")
             raise (StageError(message, stage=stage) if stage else SeqlineError(message)) from exc
@@ -285,13 +286,7 @@ class RunRecorder:
         try:
             write()
         except Exception as exc:  # the store's own errors vary by database driver
-            self._unrecorded.append((what, _store_error(exc)))  # said once, as the run ends
-
-
-def _store_error(exc: Exception) -> str:
-    """The database's own words, on one line: SQLAlchemy's message adds the statement and its
-    parameters, which are no help to a user and may hold a record's text."""
-    return " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+            self._unrecorded.append((what, database_words(exc)))  # said once, as the run ends
 
 
 def _hashed(manifest: dict[str, Any]) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,3 +36,18 @@ def fill(folder: Path) -> Path:
             f.write(b"\0" * 4096)
             f.flush()
     return filler
+
+
+@contextmanager
+def held_open(db: Path) -> Iterator[None]:
+    """A SQLite store kept open by another process (a killed scheduler's files, a dashboard),
+    its write-ahead log emptied: its -shm file is there, so it opens on a full disk, but its
+    next write must grow the log, which the disk refuses ("database or disk is full")."""
+    connection = sqlite3.connect(db)
+    try:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        assert db.with_name(db.name + "-wal").stat().st_size == 0
+        yield
+    finally:
+        connection.close()

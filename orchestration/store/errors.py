@@ -3,10 +3,14 @@ the database's own words when it fails."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from seqline.pipeline.errors import ConfigError, RunNotFound, SeqlineError
 
 __all__ = ["Conflict", "LeaseHeld", "RunIdTaken", "RunNotFound", "ScheduleExists",
-           "ScheduleNotFound", "database_words", "refused_by_its_disk"]
+           "ScheduleNotFound", "StoreFailed", "database_words", "refused_by_its_disk",
+           "storing"]
 
 # SQLite's primary result codes (the low byte of an extended one) for a file its disk
 # refused: SQLITE_IOERR (10; e.g. SQLITE_IOERR_SHMSIZE, its -shm file could not grow) and
@@ -42,6 +46,30 @@ class LeaseHeld(Conflict):
         super().__init__(message)
         self.host = host
         self.pid = pid
+
+
+class StoreFailed(SeqlineError):
+    """The store could not take a write (a full disk, a database gone): what was not
+    recorded, in the database's own words, and how to go on (exit 1: nothing to fix in the
+    command)."""
+
+
+@contextmanager
+def storing(url: str, what: str, then: str) -> Iterator[None]:
+    """The database's errors in the block as StoreFailed, in one line.
+
+    Example: with storing(url, "run r1's start", "run the same command again") -> "the run
+    store at sqlite:///… could not record run r1's start (database or disk is full). Free
+    space on its disk (or start its database), then run the same command again."
+    """
+    from sqlalchemy.exc import SQLAlchemyError  # here: the CLI's start-up imports this module
+
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        raise StoreFailed(f"the run store at {url} could not record {what} "
+                          f"({database_words(exc)}). Free space on its disk (or start its "
+                          f"database), then {then}.") from exc
 
 
 class ScheduleNotFound(ConfigError):

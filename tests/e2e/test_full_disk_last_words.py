@@ -24,7 +24,7 @@ import pytest
 
 from seqline.orchestration.environment import LAST_WORDS_FD
 from seqline.orchestration.store import RunStore
-from tests.disks import fill, small_filesystem
+from tests.disks import fill, held_open, small_filesystem
 from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
@@ -164,3 +164,31 @@ def test_a_local_ray_that_cannot_start_on_a_full_temp_disk_fails_in_one_line(tmp
         rf"MiB free: free space there or set TMPDIR to a folder with room, {FINISH}\.",
         line), line
     assert said.told == line
+
+
+def test_a_run_whose_store_is_on_a_full_disk_says_one_line_and_then_runs(tmp_path):
+    """Soak finding 10: the store refused the run's first row (its disk full as a scheduled
+    run started) and `seqline run` died of SQLAlchemy's OperationalError, a traceback; the tick
+    was failed with it. Now one line, exit 1, told to the launcher; nothing ran, and the same
+    command runs once the disk has room."""
+    quick_project(tmp_path)
+    with small_filesystem(tmp_path / "disk", "2m") as mount:
+        with RunStore.open(mount / "root"):
+            pass  # the store made, as a scheduler's or an earlier run's
+        run = [EXE, "run", "quick.yaml", "--root", str(mount / "root"), "--run-id", "r1",
+               "--workers", "1"]
+        with held_open(mount / "root" / "seqline.db"):
+            filler = fill(mount)
+            said = run_launched(run, tmp_path)
+            assert said.code == 1, said.stderr
+            lines = said.stderr.strip().splitlines()
+            assert len(lines) == 1 and "Traceback" not in said.stderr, said.stderr
+            assert re.fullmatch(r"Run failed: the run store at sqlite:///\S+ could not record run "
+                                r"r1's start \(database or disk is full\)\. Free space on its "
+                                r"disk \(or start its database\), then run the same command "
+                                r"again \(nothing has run\)\.", lines[0]), lines[0]
+            assert said.told == lines[0]
+            assert not (mount / "root" / "runs" / "r1").exists()  # nothing ran
+            filler.unlink()
+        done = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr

@@ -3,10 +3,8 @@ finding 9): the scheduler waits for the store, the commands end in one line."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -19,7 +17,7 @@ from seqline.orchestration.schedule.daemon import Scheduler
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.store import RunStore
 from seqline.orchestration.store.rows import now
-from tests.disks import fill, small_filesystem
+from tests.disks import fill, held_open, small_filesystem
 from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
@@ -37,21 +35,6 @@ def disk(tmp_path) -> Iterator[Path]:
                                         at=now())
             store.schedules.add_schedule(schedule)
         yield mount
-
-
-@contextlib.contextmanager
-def _held_open(disk: Path) -> Iterator[None]:
-    """The store kept open by another process (a killed scheduler's files, a dashboard), its
-    write-ahead log emptied: its -shm file is there, so it opens, but its next write must
-    grow the log, which a full disk refuses ("database or disk is full")."""
-    db = sqlite3.connect(disk / "root" / "seqline.db")
-    try:
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        db.execute("SELECT count(*) FROM schedules").fetchone()
-        assert (disk / "root" / "seqline.db-wal").stat().st_size == 0
-        yield
-    finally:
-        db.close()
 
 
 def _start(tmp_path: Path, disk: Path) -> subprocess.Popen:
@@ -89,7 +72,7 @@ def test_a_scheduler_restarted_on_a_full_store_waits_for_its_lease_then_starts(
         tmp_path, disk):
     """The finding: taking the lease raised "database or disk is full" as a traceback, exit 1
     (under systemd, a restart for nothing, and no scheduler once its start limit is hit)."""
-    with _held_open(disk):
+    with held_open(disk / "root" / "seqline.db"):
         filler = fill(disk)
         scheduler = _start(tmp_path, disk)
         try:
@@ -139,7 +122,7 @@ def test_a_scheduler_whose_store_cannot_open_on_a_full_disk_waits_and_stops_on_s
 def test_schedule_commands_on_a_full_store_end_in_one_line_then_work_once_it_has_room(
         tmp_path, disk, args):
     """Each raised "database or disk is full" as a traceback, exit 1."""
-    with _held_open(disk):
+    with held_open(disk / "root" / "seqline.db"):
         filler = fill(disk)
         command = [EXE, "schedule", *args, "--root", str(disk / "root")]
         done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path,
@@ -162,7 +145,7 @@ def test_a_scheduler_stopping_on_a_full_store_leaves_its_lease_in_one_line(disk)
     with RunStore.open(disk / "root") as store:
         scheduler = Scheduler(store, launcher=None, log=lines.append)  # type: ignore[arg-type]
         scheduler.acquire()
-        with _held_open(disk):
+        with held_open(disk / "root" / "seqline.db"):
             filler = fill(disk)
             scheduler.release()
             assert lines == [f"the run store at {store.url} failed to take back this "
