@@ -271,7 +271,8 @@ PAGES = {"runs": "/", "run": "/runs/demo-a", "run-failed": "/runs/broken",
          "stage": "/runs/demo-a/stages/features", "stage-train": "/runs/demo-a/stages/model",
          "stage-evaluation": "/runs/demo-b/stages/evaluation",
          "compare-stage": "/runs/demo-b/stages/model/compare?with=demo-a",
-         "compare-runs": "/runs/demo-b/compare?with=demo-a", "schedules": "/schedules"}
+         "compare-runs": "/runs/demo-b/compare?with=demo-a", "schedules": "/schedules",
+         "lookup": "/runs/demo-a/lookup?seq=100"}  # (the log page: test_logs_browser.py)
 SCROLLS_SIDEWAYS = "document.documentElement.scrollWidth > innerWidth"
 
 
