@@ -31,6 +31,7 @@ from seqline.orchestration.runners.beam_transforms import (
     read_result,
     result_name,
 )
+from seqline.orchestration.runners.beam_workers import WorkersLost
 from seqline.pipeline.blocks import Block, batch_to_ipc
 from seqline.pipeline.errors import Cancelled, ConfigError
 from seqline.pipeline.tasks import BlockResult, MapTask
@@ -38,10 +39,13 @@ from seqline.pipeline.tasks import BlockResult, MapTask
 __all__ = ["BeamRunner", "SeqlineMap"]
 
 WATCH_SECONDS = 0.2  # how often a running job's SDK workers are checked
-# How long a job whose worker exited gets to end before the exit counts as a death. Beam stops
-# its workers as a job ends; on a loaded machine the job may take seconds more to return, and
-# taking that for a death stops the other workers and reruns blocks for nothing.
-ENDING_GRACE_SECONDS = 5.0
+# Jobs in a row that may lose a worker outside any block, with no block done meanwhile,
+# before the stage fails: a worker that dies at its start every time would otherwise be
+# started again for ever. A block that kills its worker is bounded by its own retries.
+LOST_JOBS = 3
+
+# Beam's threads that read from an SDK worker: they raise when it is gone (see below).
+BROKEN_STREAMS = ("beam_control_read", "read_grpc_client_inputs")
 
 BeamMode = Literal["in_memory", "multi_threading", "multi_processing"]
 
@@ -85,6 +89,7 @@ class BeamRunner(Runner):
                 "its workers and this driver both reach, for the blocks and their results. "
                 "Pass --temp_location=<URL> in the Beam options (gs://…, s3://…, hdfs://…).")
         self._work: set[str] = set()  # the stages' scratch folders, while they run
+        self._jobs: set[str] = set()  # the keys of the jobs running (beam_workers.environment)
         self._aborted = False
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
@@ -131,7 +136,8 @@ class BeamRunner(Runner):
         """Stop the SDK worker processes (multi_processing) and remove the stages' scratch
         folders; their jobs are left on daemon threads (see _run_surviving)."""
         self._aborted = True
-        beam_workers.stop()
+        for key in list(self._jobs):
+            beam_workers.stop(key)
         for work in list(self._work):
             _remove(work)
 
@@ -154,66 +160,69 @@ class BeamRunner(Runner):
     def _run_surviving(self, tasks: list[MapTask], work: str, indices: list[int]) -> None:
         """Run the stage's Beam job until every block is done, through worker deaths.
 
-        When an SDK worker process dies, Beam's FnApiRunner (multi_processing) waits for its
-        bundle for ever (seen with Beam 2.77). So the job is watched: on a death, its other
-        workers are stopped and a new job runs the blocks that have no result yet. The dead
-        block's marker makes that its next attempt (see _run_block). A job stuck that way
-        is left on a daemon thread. On Flink, Spark or Dataflow the engine retries bundles
-        itself: no markers are written and this watch never fires.
+        When an SDK worker process is gone (killed, ended, never started), Beam's FnApiRunner
+        (multi_processing) waits for its bundle for ever (seen with Beam 2.77). So the job is
+        watched: on a loss, its other workers are stopped and a new job runs the blocks that
+        have no result yet. A block whose worker died in it is charged an attempt by its
+        marker (see _run_block); jobs that lose workers outside any block, with no block
+        done in between, fail the stage after LOST_JOBS of them (WorkersLost) rather than
+        start workers for ever. A job given up is left on a daemon thread. On Flink, Spark or
+        Dataflow the engine retries bundles itself: no markers are written and this watch
+        never fires.
         """
         fs, marks = url_to_fs(f"{work}/done")
         done = _listing(fs, marks)
+        fruitless = 0
         while missing := [i for i in indices if f"{marks}/{done_name(i)}" not in done]:
+            key = uuid.uuid4().hex
             job: Future[None] = Future()
-            threading.Thread(target=self._job, args=(job, tasks, work, missing),
-                             daemon=True, name=f"seqline-beam-{tasks[0].stage}").start()
-            dead = self._died_during(job)
-            if not dead:
-                if self._aborted:  # the job is left on its daemon thread, as a stuck one is
-                    raise Cancelled("the run was cancelled")
-                job.result()  # the job's own error, if it failed
-                return
-            stopped = beam_workers.stop()
-            # Only the dead worker's block is charged an attempt (`stop` stops the others,
-            # the workers still running).
-            for out in _outs(work, tasks):
-                for marker in _attempt_markers(out):
-                    if int(marker.rsplit(".", 1)[1]) in stopped - dead:
-                        fs.rm_file(marker)
+            self._jobs.add(key)
+            try:
+                threading.Thread(target=self._job, args=(job, tasks, work, missing, key),
+                                 daemon=True, name=f"seqline-beam-{tasks[0].stage}").start()
+                lost = self._lost_during(job, key)
+                if not lost:
+                    if self._aborted:  # the job is left on its daemon thread, as a stuck one is
+                        raise Cancelled("the run was cancelled")
+                    job.result()  # the job's own error, if it failed
+                    return
+                stopped = beam_workers.stop(key)
+            finally:
+                if self._aborted:  # (abort() may have looked at the jobs before this one)
+                    beam_workers.stop(key)
+                self._jobs.discard(key)
+                beam_workers.forget(key)
+            charged = _charge(tasks, work, {w.process.pid for w in lost if w.process}, stopped)
             fs.invalidate_cache(marks)
-            done = _listing(fs, marks)
+            before, done = len(done), _listing(fs, marks)
+            fruitless = 0 if charged or len(done) > before else fruitless + 1
+            if fruitless == LOST_JOBS:
+                raise WorkersLost(
+                    f"stage {tasks[0].stage!r} on Beam: {LOST_JOBS} jobs in a row lost an SDK "
+                    f"worker before it ran a block (the last one {lost[0].gone}). Nothing "
+                    "points at the data: see that this machine can start Python processes "
+                    "(memory, process limits), then finish the run with `seqline run … "
+                    "--resume --run-id ID`.")
 
     def _job(self, job: Future[None], tasks: list[MapTask], work: str,
-             indices: list[int]) -> None:
+             indices: list[int], key: str) -> None:
         try:
-            self._run_pipeline(tasks, work, indices)
+            self._run_pipeline(tasks, work, indices, key)
             job.set_result(None)
         except BaseException as exc:
             job.set_exception(exc)
 
-    def _died_during(self, job: Future[None]) -> set[int]:
-        """Wait for `job`; the pids of its SDK workers that died first (the job then hangs)."""
-        # Workers of an earlier job may not have ended yet: not this job's.
-        earlier = set(beam_workers.started())
-        mine: set[int] = set()
-        try:
-            while not job.done():
-                if self._aborted:
-                    return set()
-                workers = {pid: w for pid, w in beam_workers.started().items()
-                           if pid not in earlier}
-                mine |= workers.keys()
-                gone = {pid for pid, w in workers.items() if w.exitcode}
-                if gone:  # Beam stops its workers as a job ends: give an ending job a moment
-                    with contextlib.suppress(TimeoutError):
-                        job.exception(timeout=ENDING_GRACE_SECONDS)
-                    return set() if job.done() else gone
-                with contextlib.suppress(TimeoutError):
-                    job.exception(timeout=WATCH_SECONDS)
-            return set()
-        finally:  # those that ended (another job's still running are that job's to watch)
-            beam_workers.forget({pid for pid, w in beam_workers.started().items()
-                                 if pid in mine and w.exitcode is not None})
+    def _lost_during(self, job: Future[None], key: str) -> list[beam_workers.Worker]:
+        """Wait for `job`; its SDK workers that were lost first (the job then waits for
+        ever). A worker's exit counts unless Beam was ending the job (Worker.closing)."""
+        while not job.done():
+            if self._aborted:
+                return []
+            if lost := beam_workers.lost(key):
+                return lost
+            with contextlib.suppress(TimeoutError):
+                job.exception(timeout=WATCH_SECONDS)
+        return []
 
     def _spill(self, blocks: Iterable[Block], folder: str) -> list[int]:
         """Write each block's Arrow IPC bytes into `folder` as it arrives; their indices."""
@@ -229,7 +238,8 @@ class BeamRunner(Runner):
     def _parallelism(self) -> int:
         return 1 if self.mode == "in_memory" else min(self.workers, self.window)
 
-    def _run_pipeline(self, tasks: list[MapTask], work: str, indices: list[int]) -> None:
+    def _run_pipeline(self, tasks: list[MapTask], work: str, indices: list[int],
+                      key: str) -> None:
         # multi_processing: workers forked with Beam imported, not started as new interpreters
         # (beam_workers.py); the FnApiRunner then runs `direct_num_workers` of them, with the
         # mode it would otherwise set its own environment by left at in_memory.
@@ -242,7 +252,7 @@ class BeamRunner(Runner):
         urls = [(i, f"{work}/in/{block_name(i)}") for i in indices]
         runner = None  # the user's --runner
         if self._on_fn_api_runner:
-            runner = FnApiRunner(beam_workers.ForkedEnvironment.default() if forked else None)
+            runner = FnApiRunner(beam_workers.environment(key) if forked else None)
         with beam.Pipeline(runner=runner, options=options) as p:
             blocks = (p
                       | "Blocks" >> beam.Create(urls, reshuffle=False)
@@ -254,15 +264,13 @@ class BeamRunner(Runner):
 
 
 def _quiet_stopped_workers(args: threading.ExceptHookArgs) -> None:
-    """When an SDK worker process dies or is stopped, two of Beam's threads raise: `run_worker`
-    (the process exited non-zero) and `beam_control_read` (its gRPC stream broke), and Python
-    prints each as a traceback on stderr. This runner stops workers itself (after a death, on a
-    cancel) and reports deaths in its own words (a retry line, a poisoned block's error), so
-    those tracebacks would only be noise, even under `-q`."""
+    """When an SDK worker process dies or is stopped, two of Beam's threads raise as their
+    gRPC streams to it break, `beam_control_read` and `read_grpc_client_inputs`, and Python
+    prints each as a traceback on stderr. This runner stops workers itself (after a death, on
+    a cancel) and reports deaths in its own words (a retry line, a poisoned block's error),
+    so those tracebacks would only be noise, even under `-q`."""
     name = args.thread.name if args.thread is not None else ""
-    if (name == "run_worker" and isinstance(args.exc_value, RuntimeError)
-            and str(args.exc_value).startswith(beam_workers.EXITED)) \
-            or (name == "beam_control_read" and isinstance(args.exc_value, grpc.RpcError)):
+    if name in BROKEN_STREAMS and isinstance(args.exc_value, grpc.RpcError):
         return
     _EXCEPTHOOK(args)
 
@@ -274,6 +282,21 @@ threading.excepthook = _quiet_stopped_workers
 def _outs(work: str, tasks: list[MapTask]) -> list[str]:
     """Where each stage of a job writes its blocks' results (stage names are safe names)."""
     return [f"{work}/out-{task.stage}" for task in tasks]
+
+
+def _charge(tasks: list[MapTask], work: str, dead: set[int], stopped: set[int]) -> bool:
+    """Leave the attempt markers of the blocks whose worker died (their next attempt
+    counts them), remove those of the workers only stopped; whether any was charged."""
+    charged = False
+    for out in _outs(work, tasks):
+        fs, _ = url_to_fs(out)
+        for marker in _attempt_markers(out):
+            pid = int(marker.rsplit(".", 1)[1])
+            if pid in dead:
+                charged = True
+            elif pid in stopped:
+                fs.rm_file(marker)
+    return charged
 
 
 def _results_of(index: int, outs: list[str]) -> Iterator[BlockResult]:

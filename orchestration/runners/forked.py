@@ -3,23 +3,31 @@ runner's pool and Beam's SDK workers alike."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import select
 import threading
 import time
 from collections.abc import Callable
-from multiprocessing import context, forkserver, popen_forkserver, reduction, spawn, util
+from multiprocessing import (
+    connection,
+    context,
+    forkserver,
+    popen_forkserver,
+    reduction,
+    spawn,
+    util,
+)
 from typing import Any
 
 from seqline.orchestration.processes import pid_alive
 
-__all__ = ["PRELOAD", "WorkerContext", "exit_with"]
+__all__ = ["PRELOAD", "WorkerContext", "exit_with", "server_pid"]
 
 # Imported once by the fork server, so each worker starts with them loaded (tfx-bsl's coders
-# take about 1 s and 230 MB to import; pandas, 0.2 s, is imported by pyarrow's first
-# `pa.array`) instead of importing them on its first block.
-PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "pandas", "seqline.pipeline.tfrecord",
+# take about 1 s and 230 MB to import) instead of importing them on its first block.
+PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "seqline.pipeline.tfrecord",
            "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker"]
 
 # What a new process is told about the driver's main module: run it again as __mp_main__
@@ -29,11 +37,21 @@ PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "pandas", "seqline.pipeline.tfre
 # in every worker.
 MAIN_MODULE_KEYS = ("init_main_from_path", "init_main_from_name")
 
+# How long a fork server may take to say a new worker's pid. A new server imports its preload
+# first (Beam's: 1.4 CPU-s here, so seconds, or many more on a machine loaded many times
+# over); one that says nothing for this long is stuck (stopped, or out of memory): replaced.
+ANSWER_SECONDS = 180.0
+
 
 class _PopenWithoutMain(popen_forkserver.Popen):
     """Starts a forkserver worker as CPython does (popen_forkserver.Popen._launch, unchanged
     in 3.11-3.14), but with the main module left out of its preparation data: the worker
     never imports the caller's script, as Ray's workers never import the driver's.
+
+    A server that cannot fork the worker is replaced by a new one, once: it was killed and
+    someone else reaped it (multiprocessing then raises ChildProcessError for ever instead of
+    starting another), its socket was removed with its temp folder, it died while asked, or it
+    said nothing for ANSWER_SECONDS. A second failure is raised: no worker was started.
     """
 
     def _launch(self, process_obj: Any) -> None:
@@ -47,8 +65,20 @@ class _PopenWithoutMain(popen_forkserver.Popen):
             reduction.dump(process_obj, buf)
         finally:
             context.set_spawning_popen(None)
+        for last in (False, True):
+            server = _server(process_obj.preload)
+            try:
+                self._ask(server, buf)
+                return
+            except (OSError, EOFError):  # ChildProcessError, FileNotFoundError, TimeoutError
+                if self.finalizer is not None:  # this attempt's pipes (a second call: none)
+                    self.finalizer()
+                _replace(process_obj.preload, server)
+                if last:
+                    raise
+
+    def _ask(self, server: forkserver.ForkServer, buf: io.BytesIO) -> None:
         # typeshed leaves out multiprocessing's private names (_fds, close_fds) used here.
-        server = _servers[process_obj.preload]
         self.sentinel, w = server.connect_to_new_process(self._fds)  # type: ignore[attr-defined]
         # The data pipe's write end, kept: the child sees its parent die when it closes.
         _parent_w = os.dup(w)
@@ -56,6 +86,8 @@ class _PopenWithoutMain(popen_forkserver.Popen):
                                        (_parent_w, self.sentinel))
         with open(w, "wb", closefd=True) as f:
             f.write(buf.getbuffer())
+        if not connection.wait([self.sentinel], ANSWER_SECONDS):  # (poll: any fd number)
+            raise TimeoutError(f"the fork server said nothing for {ANSWER_SECONDS:.0f} s")
         self.pid = forkserver.read_signed(self.sentinel)
 
 
@@ -81,11 +113,6 @@ class WorkerContext(context.ForkServerContext):
     def __init__(self, preload: list[str]) -> None:
         super().__init__()
         self.preload = tuple(preload)
-        with _lock:
-            if self.preload not in _servers:
-                server = forkserver.ForkServer()
-                server.set_forkserver_preload(preload)
-                _servers[self.preload] = server
 
     def Process(self, *args: Any, **kwargs: Any) -> _WorkerProcess:  # type: ignore[override]  # noqa: N802 - multiprocessing's name
         process = _WorkerProcess(*args, **kwargs)
@@ -95,6 +122,45 @@ class WorkerContext(context.ForkServerContext):
 
 _servers: dict[tuple[str, ...], forkserver.ForkServer] = {}
 _lock = threading.Lock()
+
+
+def _server(preload: tuple[str, ...]) -> forkserver.ForkServer:
+    with _lock:
+        if preload not in _servers:
+            _servers[preload] = forkserver.ForkServer()
+            _servers[preload].set_forkserver_preload(list(preload))
+        return _servers[preload]
+
+
+def _replace(preload: tuple[str, ...], broken: forkserver.ForkServer) -> None:
+    """Start the next worker of `preload` from a new server, and let `broken` go: without its
+    driver's end of the "alive" pipe it exits once its own workers have, and is reaped."""
+    with _lock:  # once: two threads closing one fd number could close the next server's
+        if _servers.get(preload) is broken:  # (another thread may have replaced it already)
+            del _servers[preload]
+        alive, pid = broken._forkserver_alive_fd, broken._forkserver_pid  # type: ignore[attr-defined]
+        broken._forkserver_alive_fd = broken._forkserver_pid = None  # type: ignore[attr-defined]
+        if alive is not None:
+            with contextlib.suppress(OSError):
+                os.close(alive)
+    # its socket's folder may have gone with it (a temp folder cleaned up): the next needs one
+    os.makedirs(util.get_temp_dir(), exist_ok=True)  # type: ignore[attr-defined]
+    if pid is not None:
+        threading.Thread(target=_reap, args=(pid,), daemon=True,
+                         name="seqline-fork-server-reap").start()
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):  # someone else reaped it
+        os.waitpid(pid, 0)
+
+
+def server_pid(preload: list[str]) -> int | None:
+    """The pid of the fork server that forks workers of `preload` in this process, if any has
+    been started (for tests and diagnostics)."""
+    with _lock:
+        server = _servers.get(tuple(preload))
+    return None if server is None else server._forkserver_pid  # type: ignore[attr-defined]
 
 
 def exit_with(driver: int, then: Callable[[], object] | None = None) -> None:

@@ -104,6 +104,17 @@ def die_at(batch: pa.RecordBatch, seq: int = 150) -> pa.RecordBatch:
     return double(batch)
 
 
+def exit_once_at(batch: pa.RecordBatch, state_dir: str, seq: int = 150,
+                 code: int = 0) -> pa.RecordBatch:
+    """End this worker process with `code` (0: as if it were done) on the block holding `seq`,
+    the first time only: `state_dir` remembers it."""
+    mark = os.path.join(state_dir, f"exited-{seq}")
+    if seq in batch.column(SEQ).to_pylist() and not os.path.exists(mark):
+        open(mark, "w").close()
+        os._exit(code)
+    return double(batch)
+
+
 def flaky(batch: pa.RecordBatch, state_dir: str, fails: int = 2) -> pa.RecordBatch:
     """A function calling a flaky service: its first `fails` calls per block raise."""
     first = int(batch.column(SEQ)[0].as_py()) if batch.num_rows else -1
