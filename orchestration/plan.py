@@ -22,7 +22,7 @@ from seqline.pipeline.specs import (
     SourceSpec,
     StageSpec,
 )
-from seqline.pipeline.storage import Folder
+from seqline.pipeline.storage import Folder, shown
 
 __all__ = ["DAMAGED", "Action", "Kind", "RunPlan", "Step", "Takes", "plan_run"]
 
@@ -196,12 +196,12 @@ def _check_run_id(folder: Folder, run_id: str, resume: bool, store: Any | None) 
     if resume and not exists and store is not None and store.run_exists(run_id):
         return
     if resume and not exists:
-        raise ConfigError(f"no run {run_id!r} to resume under {folder.parent}; check --run-id "
-                          "and --root (see `seqline runs list`).")
+        raise ConfigError(f"no run {run_id!r} to resume under {shown(folder.parent)}; check "
+                          "--run-id and --root (see `seqline runs list`).")
     if not resume and exists:
-        raise ConfigError(f"run id {run_id!r} is already used under {folder.parent}; choose "
-                          "another --run-id (or omit it for a fresh one), or add --resume to "
-                          "finish it.")
+        raise ConfigError(f"run id {run_id!r} is already used under {shown(folder.parent)}; "
+                          "choose another --run-id (or omit it for a fresh one), or add "
+                          "--resume to finish it.")
 
 
 def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: RunOptions,

@@ -46,7 +46,7 @@ from fsspec.implementations.local import LocalFileSystem
 from seqline.pipeline.errors import ConfigError, InternalError, SeqlineError
 
 __all__ = ["DiskFull", "Folder", "Location", "Storage", "absolute", "folder", "fspath",
-           "open_root",
+           "open_root", "shown",
            "scratch", "seqline_home", "slug", "storage_of", "write_atomically", "write_json"]
 
 
@@ -303,6 +303,17 @@ def absolute(place: Folder) -> Folder:
     Example: absolute(Path("root")) -> Path("/home/me/project/root").
     """
     return place.absolute() if isinstance(place, Path) else place
+
+
+def shown(place: Folder) -> str:
+    """`place` as a person reads it: a local folder below the current one from there (as
+    the --root given), any other as a path from `/`, a URL as is.
+
+    Example: shown(Path.cwd() / ".seqline/runs/r1") -> ".seqline/runs/r1".
+    """
+    if isinstance(place, Path) and place.is_relative_to(Path.cwd()):
+        return str(place.relative_to(Path.cwd()))
+    return fspath(place)
 
 
 def _check_bucket(root: Location, text: str) -> None:

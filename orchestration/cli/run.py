@@ -35,6 +35,7 @@ from seqline.orchestration.cli.options import (
     print_json,
     reraise_if_debug,
 )
+from seqline.orchestration.cli.progress import progress_bars
 from seqline.orchestration.cli.runs import run_document
 from seqline.orchestration.cli.verify import print_checks, print_problems
 from seqline.orchestration.environment import (
@@ -47,11 +48,9 @@ from seqline.orchestration.store.errors import Conflict
 from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
 
 if TYPE_CHECKING:
-    from seqline.orchestration.events import Event
     from seqline.orchestration.plan import RunPlan
     from seqline.orchestration.reports import StageReport
     from seqline.orchestration.verify import StageCheck
-    from seqline.pipeline.specs import PipelineSpec
 
 __all__ = ["run"]
 
@@ -126,6 +125,7 @@ def run(
     from seqline.orchestration.run_options import RunOptions
     from seqline.pipeline.artifacts import check_run_id, run_dir
     from seqline.pipeline.config import load_pipeline
+    from seqline.pipeline.storage import shown
 
     start = time.perf_counter()
     try:
@@ -147,7 +147,7 @@ def run(
         if not output.verbose and any("tensorflow" in COMPONENTS[s.component].driver_imports
                                       for s in spec.stages):
             quiet_tensorflow()  # training runs in this process: keep TF's C++ start-up out
-        with stdout_to_stderr(as_json), _progress(spec) as progress:
+        with stdout_to_stderr(as_json), progress_bars(spec) as progress:
             result = execute(spec, options, root=root, store=store, run_id=run_id,
                              pipeline_file=pipeline, subscribers=[progress])
     except (ConfigError, Conflict) as exc:  # a user's mistake, or a taken id: exit 2
@@ -174,7 +174,8 @@ def run(
               f"{run_dir(result.root, result.run_id).resolve()}", highlight=False)
     for report in result.stages:
         cached = f"  (reused from run {report.cached_from})" if report.cached_from else ""
-        out.print(f"  {report.stage:<16} {report.path}{cached}", highlight=False)
+        where = shown(report.path) if report.path is not None else "-"
+        out.print(f"  {report.stage:<16} {where}{cached}", highlight=False)
     _print_evaluations(result.stages)
     if result.checks is not None and not print_checks(result.run_id, result.checks, wide):
         raise typer.Exit(1)
@@ -233,40 +234,6 @@ def _print_run_json(asked: bool, root: str, store: str | None, run_id: str | Non
     document = run_document(root, store, run_id)
     if document is not None:  # None: the run failed before its row was written
         print_json({**document, "verify": None if checks is None else verdict(checks)})
-
-
-def _progress(spec: PipelineSpec) -> Any:
-    """A live progress bar per stage on a terminal: a subscriber of the run's events."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from seqline.orchestration.events import (
-        BlocksDone,
-        RecordsConsumed,
-        StageCommitted,
-        StageReused,
-    )
-
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description:<16}"),
-                        TextColumn("{task.fields[records]:>12,} records"), TimeElapsedColumn(),
-                        console=err, transient=True,
-                        disable=output.quiet or not err.is_terminal)  # bars on a terminal only
-    tasks = {s.name: progress.add_task(s.name, records=0) for s in spec.stages}
-
-    class Tracker:
-        def __enter__(self) -> Tracker:
-            progress.start()
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            progress.stop()
-
-        def __call__(self, event: Event) -> None:
-            if isinstance(event, BlocksDone | StageCommitted | StageReused):
-                progress.update(tasks[event.stage or ""], records=event.counts.records_out)
-            elif isinstance(event, RecordsConsumed):
-                progress.update(tasks[event.stage or ""], records=event.records)
-
-    return Tracker()
 
 
 # The stage table of a run, as `runs show` has it: what the next look needs always shows.
