@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,8 +19,8 @@ from seqline.pipeline.storage import Folder, fspath, seqline_home, slug, storage
 if TYPE_CHECKING:
     from alembic.config import Config
 
-__all__ = ["HEAD", "HEAD_REVISION", "alembic_config", "current_revision", "make_engine",
-           "store_beside", "store_url", "upgrade", "writing"]
+__all__ = ["HEAD", "HEAD_REVISION", "alembic_config", "current_revision", "lock_holders",
+           "make_engine", "store_beside", "store_url", "upgrade", "writing"]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "head"
@@ -28,9 +30,17 @@ HEAD_REVISION = "0007"
 # Another process may hold the write lock (a run committing a stage, a migration): wait this
 # long before failing. 30 s outlasts any write the store makes, which are all short.
 BUSY_TIMEOUT_MS = 30_000
+# A write transaction held longer than this is said in the log, with its thread: every other
+# writer waits on it, and one held past BUSY_TIMEOUT_MS fails theirs ("database is locked").
+SLOW_WRITE_S = 5.0
 # Any fixed number: two processes opening a fresh PostgreSQL store migrate one after the other.
 MIGRATION_LOCK_ID = 0x5E9_11E
 _BEGIN = "seqline_begin"  # execution option: how a SQLite transaction starts
+
+log = logging.getLogger(__name__)
+# This process's write transactions in progress, by thread: a "database is locked" names the
+# one that held the lock (store.errors.database_words), or says it was another process.
+_writers: dict[int, tuple[str, float]] = {}
 
 
 def make_engine(url: str, *, read_only: bool = False) -> Engine:
@@ -110,7 +120,23 @@ def writing(engine: Engine) -> Iterator[Connection]:
     with engine.connect() as conn:
         conn.execution_options(**{_BEGIN: "IMMEDIATE"})
         with conn.begin():
-            yield conn
+            began = time.monotonic()
+            _writers[threading.get_ident()] = (threading.current_thread().name, began)
+            try:
+                yield conn
+            finally:
+                _writers.pop(threading.get_ident(), None)
+        held = time.monotonic() - began
+        if held > SLOW_WRITE_S:
+            log.warning("the run store at %s: thread %s held its write lock for %.1f s; other "
+                        "writers wait for it (at most %d s)", engine.url,
+                        threading.current_thread().name, held, BUSY_TIMEOUT_MS // 1000)
+
+
+def lock_holders() -> list[tuple[str, float]]:
+    """This process's threads in a write transaction now, and for how many seconds."""
+    now = time.monotonic()
+    return [(name, now - began) for name, began in list(_writers.values())]
 
 
 def alembic_config() -> Config:

@@ -87,7 +87,14 @@ def database_words(exc: BaseException) -> str:
     Example: OperationalError("(sqlite3.OperationalError) database or disk is full [SQL: …]")
     -> "database or disk is full".
     """
-    return " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+    words = " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+    if words == "database is locked":  # SQLite's: another writer held on past the timeout
+        from seqline.orchestration.store.engine import BUSY_TIMEOUT_MS, lock_holders
+
+        held = ", ".join(f"thread {name} for {seconds:.0f} s" for name, seconds in lock_holders())
+        words += (f" (its write lock held in this process by {held})" if held else
+                  f" (another process held its write lock for over {BUSY_TIMEOUT_MS // 1000} s)")
+    return words
 
 
 def refused_by_its_disk(exc: BaseException) -> bool:
