@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -134,9 +136,17 @@ def writing(engine: Engine) -> Iterator[Connection]:
 
 
 def lock_holders() -> list[tuple[str, float]]:
-    """This process's threads in a write transaction now, and for how many seconds."""
-    now = time.monotonic()
-    return [(name, now - began) for name, began in list(_writers.values())]
+    """This process's threads in a write transaction now, and for how many seconds; where
+    each one is goes to the log (what holds a store's lock that long is a bug to find)."""
+    now, frames = time.monotonic(), sys._current_frames()
+    held = []
+    for ident, (name, began) in list(_writers.items()):
+        held.append((name, now - began))
+        if ident in frames:
+            log.warning("thread %s has held the run store's write lock for %.0f s, at:\n%s",
+                        name, now - began,
+                        "".join(traceback.format_stack(frames[ident], limit=12)).rstrip())
+    return held
 
 
 def alembic_config() -> Config:

@@ -34,7 +34,8 @@ def _locked(url: str) -> OperationalError:
     return caught.value
 
 
-def test_a_lock_held_by_a_thread_of_this_process_names_the_thread(tmp_path):
+def test_a_lock_held_by_a_thread_of_this_process_names_the_thread_and_where_it_is(tmp_path,
+                                                                                caplog):
     store = RunStore.open(tmp_path)
     holding, release = threading.Event(), threading.Event()
 
@@ -54,6 +55,8 @@ def test_a_lock_held_by_a_thread_of_this_process_names_the_thread(tmp_path):
     assert re.fullmatch(r"database is locked \(its write lock held in this process by thread "
                         r"seqline-features for \d+ s\)", words), words
     assert store_engine.lock_holders() == []  # released, and forgotten
+    assert re.search(r"thread seqline-features has held the run store's write lock for \d+ s, "
+                     r"at:\n.*in hold\n\s+release\.wait\(10\)", caplog.text, re.S), caplog.text
 
 
 def test_a_lock_held_by_another_process_says_so(tmp_path):
