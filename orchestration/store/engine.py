@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import sqlite3
 import sys
@@ -43,6 +44,9 @@ log = logging.getLogger(__name__)
 # This process's write transactions in progress, by thread: a "database is locked" names the
 # one that held the lock (store.errors.database_words), or says it was another process.
 _writers: dict[int, tuple[str, float]] = {}
+_pausing = threading.Lock()  # guards the two below: _without_collection
+_paused = 0  # write transactions in progress, which hold the garbage collector off
+_collected = True  # whether it was on before the first of them
 
 
 def make_engine(url: str, *, read_only: bool = False) -> Engine:
@@ -121,7 +125,8 @@ def writing(engine: Engine) -> Iterator[Connection]:
     """
     with engine.connect() as conn:
         conn.execution_options(**{_BEGIN: "IMMEDIATE"})
-        with conn.begin():
+        transaction = conn.begin()  # takes the write lock, waiting for it if need be
+        with _without_collection(), transaction:
             began = time.monotonic()
             _writers[threading.get_ident()] = (threading.current_thread().name, began)
             try:
@@ -133,6 +138,27 @@ def writing(engine: Engine) -> Iterator[Connection]:
             log.warning("the run store at %s: thread %s held its write lock for %.1f s; other "
                         "writers wait for it (at most %d s)", engine.url,
                         threading.current_thread().name, held, BUSY_TIMEOUT_MS // 1000)
+
+
+@contextmanager
+def _without_collection() -> Iterator[None]:
+    """No automatic garbage collection while a write lock is held. A collection runs the
+    finalizers of whatever garbage the process holds, in the thread that happens to allocate,
+    and one may block (a TensorFlow iterator's deleter waits for its generator's thread)
+    while every other writer waits on the lock. Counted: several threads write at once."""
+    global _paused, _collected
+    with _pausing:
+        if _paused == 0:
+            _collected = gc.isenabled()
+            gc.disable()
+        _paused += 1
+    try:
+        yield
+    finally:
+        with _pausing:
+            _paused -= 1
+            if _paused == 0 and _collected:
+                gc.enable()
 
 
 def lock_holders() -> list[tuple[str, float]]:

@@ -3,6 +3,7 @@ thread of this process, or another process), and a long write is said in the log
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 import subprocess
@@ -82,3 +83,35 @@ def test_a_write_held_for_long_is_said_in_the_log(tmp_path, monkeypatch, caplog)
         time.sleep(0.1)
     assert re.search(r"thread MainThread held its write lock for 0\.\d s; other writers wait "
                      r"for it \(at most 30 s\)", caplog.text), caplog.text
+
+
+class _Garbage:
+    """A cycle whose finalizer notes whether it ran while this thread held the write lock."""
+
+    ran_inside: list[bool] = []
+
+    def __init__(self) -> None:
+        self.me = self
+
+    def __del__(self) -> None:
+        _Garbage.ran_inside.append(bool(store_engine.lock_holders()))
+
+
+def test_no_garbage_is_collected_while_the_write_lock_is_held(tmp_path):
+    # A finalizer that blocks inside a write transaction would hold every other writer off.
+    store = RunStore.open(tmp_path)
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)  # collect at almost every allocation
+    try:
+        with writing(store.engine) as conn:
+            for _ in range(1000):
+                _Garbage()
+            conn.execute(text("SELECT 1"))
+            assert not gc.isenabled()
+        assert gc.isenabled()
+        for _ in range(10):
+            _Garbage()
+        gc.collect()
+    finally:
+        gc.set_threshold(*threshold)
+    assert _Garbage.ran_inside and not any(_Garbage.ran_inside)
