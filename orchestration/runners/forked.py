@@ -66,16 +66,20 @@ class _PopenWithoutMain(popen_forkserver.Popen):
         finally:
             context.set_spawning_popen(None)
         for last in (False, True):
-            server = _server(process_obj.preload)
-            try:
-                self._ask(server, buf)
-                return
-            except (OSError, EOFError):  # ChildProcessError, FileNotFoundError, TimeoutError
-                if self.finalizer is not None:  # this attempt's pipes (a second call: none)
-                    self.finalizer()
-                _replace(process_obj.preload, server)
-                if last:
-                    raise
+            # One ask at a time. A thread that took a server which another thread then let
+            # go (_replace) would find it looking new, and multiprocessing would start it
+            # again: a second server, whose workers nobody watches as this module's.
+            with _asking:
+                server = _server(process_obj.preload)
+                try:
+                    self._ask(server, buf)
+                    return
+                except (OSError, EOFError):  # ChildProcessError, FileNotFoundError, Timeout
+                    if self.finalizer is not None:  # this attempt's pipes (a second: none)
+                        self.finalizer()
+                    _replace(process_obj.preload, server)
+                    if last:
+                        raise
 
     def _ask(self, server: forkserver.ForkServer, buf: io.BytesIO) -> None:
         # typeshed leaves out multiprocessing's private names (_fds, close_fds) used here.
@@ -122,6 +126,7 @@ class WorkerContext(context.ForkServerContext):
 
 _servers: dict[tuple[str, ...], forkserver.ForkServer] = {}
 _lock = threading.Lock()
+_asking = threading.Lock()  # held while a server is asked for a worker: _PopenWithoutMain
 
 
 def _server(preload: tuple[str, ...]) -> forkserver.ForkServer:

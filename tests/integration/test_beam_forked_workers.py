@@ -92,6 +92,31 @@ def test_a_fork_server_gone_between_jobs_is_replaced(fault):
     assert psutil.Process(parent).ppid() == os.getpid()
 
 
+def test_workers_started_at_once_after_their_server_was_reaped_share_one_new_server():
+    """Every thread that finds the server gone must come to the one that replaces it: a
+    thread still holding the old one would have multiprocessing start that one again."""
+    context = forked.WorkerContext(["json"])  # a light preload: a server starts in ~0.1 s
+    for _ in range(5):
+        first = context.Process(target=time.sleep, args=(0,), daemon=True)
+        first.start()
+        first.join()
+        old = forked.server_pid(["json"])
+        assert old is not None
+        _kill_and_reap(old)
+        workers = [context.Process(target=time.sleep, args=(3,), daemon=True)
+                   for _ in range(6)]
+        starts = [threading.Thread(target=w.start) for w in workers]
+        for start in starts:
+            start.start()
+        for start in starts:
+            start.join()
+        parents = {psutil.Process(w.pid).ppid() for w in workers}
+        for worker in workers:
+            worker.kill()
+            worker.join()
+        assert parents == {forked.server_pid(["json"])} != {old}
+
+
 def test_a_fork_server_killed_mid_job_costs_no_block_and_no_worker():
     """Its workers run on and finish the job (nothing is retried); they are waited for where
     they can still be seen, and the next job forks from a new server."""
