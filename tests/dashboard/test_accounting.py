@@ -6,30 +6,12 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from seqline.components import COMPONENTS
-from seqline.orchestration.api import plan_pipeline
 from seqline.orchestration.dashboard.accounting import accounting
-from seqline.orchestration.events import (
-    EventBus,
-    RunEnded,
-    RunStarted,
-    StageCommitted,
-    StageStarted,
-)
-from seqline.orchestration.recorder import RunRecorder
-from seqline.orchestration.run_options import RunOptions
-from seqline.orchestration.store import RunStore
-from seqline.pipeline.config import load_pipeline
+from seqline.orchestration.events import RunEnded, StageCommitted, StageStarted
 from seqline.pipeline.tasks import Counts
 from tests.dashboard.conftest import Server
+from tests.recorded import recording
 
-PIPELINE = """\
-name: counted
-stages:
-  - {name: read, component: ingest, params: {format: csv, paths: [in.csv]}}
-  - {name: write, component: tfrecord_write}
-  - {name: pre, component: preprocess, params: {fn: "fns:same"}}
-"""
 # What each stage's commit tells the recorder: read and write add up (a dead letter, an
 # explode), pre says it took in 23 and accounts for 21.
 COUNTS = {"read": Counts(records_in=24, records_out=23, dead_lettered=1),
@@ -76,18 +58,7 @@ def counted(tmp_path_factory):
     """A run recorded from its events by the real recorder: three stages committed with the
     counts of COUNTS; a dashboard on it."""
     folder = tmp_path_factory.mktemp("counted")
-    (folder / "in.csv").write_text("x\n1\n")
-    (folder / "fns.py").write_text("def same(batch):\n    return batch\n")
-    (folder / "p.yaml").write_text(PIPELINE)
-    spec = load_pipeline(folder / "p.yaml", COMPONENTS)
-    plan = plan_pipeline(spec, RunOptions(sample_seconds=0.05), root=folder / "root",
-                         run_id="r")
-    with RunStore.open(folder / "root") as store:
-        store.create_run("r", spec.name, pipeline_file=None, fingerprint=None, runner="local",
-                         options={})
-        bus = EventBus(RunRecorder(store, plan, spec, COMPONENTS))
-        bus.publish(RunStarted(run_id="r", pipeline=spec.name, runner="local", workers=2,
-                               window=8))
+    with recording(folder) as (_store, bus):
         for name, counts in COUNTS.items():
             bus.publish(StageStarted(stage=name))
             bus.publish(StageCommitted(stage=name, counts=counts, blocks=1, seq_min=0,

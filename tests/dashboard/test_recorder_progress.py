@@ -6,46 +6,20 @@ from __future__ import annotations
 
 import threading
 
-from seqline.components import COMPONENTS
-from seqline.orchestration.api import plan_pipeline
 from seqline.orchestration.events import (
-    EventBus,
     Occupancy,
     RecordsConsumed,
     RunEnded,
-    RunStarted,
     StageCommitted,
     StageSkipped,
     StageStarted,
 )
-from seqline.orchestration.recorder import RunRecorder
-from seqline.orchestration.run_options import RunOptions
-from seqline.orchestration.store import RunStore
-from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.tasks import Counts
-
-PIPELINE = """\
-name: recorded
-stages:
-  - {name: read, component: ingest, params: {format: csv, paths: [in.csv]}}
-  - {name: write, component: tfrecord_write}
-  - {name: pre, component: preprocess, params: {fn: "fns:same"}}
-"""
+from tests.recorded import recording
 
 
 def test_progress_peaks_and_events_reach_the_store(tmp_path):
-    (tmp_path / "in.csv").write_text("x\n1\n2\n")
-    (tmp_path / "fns.py").write_text("def same(batch):\n    return batch\n")
-    (tmp_path / "p.yaml").write_text(PIPELINE)
-    spec = load_pipeline(tmp_path / "p.yaml", COMPONENTS)
-    plan = plan_pipeline(spec, RunOptions(sample_seconds=0.05), root=tmp_path / "root",
-                         run_id="r")
-    with RunStore.open(tmp_path / "root") as store:
-        store.create_run("r", spec.name, pipeline_file=None, fingerprint=None, runner="local",
-                         options={})
-        bus = EventBus(RunRecorder(store, plan, spec, COMPONENTS))
-        bus.publish(RunStarted(run_id="r", pipeline=spec.name, runner="local", workers=2,
-                               window=8))
+    with recording(tmp_path) as (store, bus):
         # A stage shorter than a sampling interval whose window filled up to 6 blocks.
         bus.publish(StageStarted(stage="write"))
         for in_flight in (3, 6, 2, 0):

@@ -31,9 +31,9 @@ from seqline.orchestration.plan import RunPlan, plan_run
 from seqline.orchestration.recorder import RunRecorder
 from seqline.orchestration.run_options import RunOptions
 from seqline.orchestration.store import RunStore
-from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.specs import PipelineSpec
 from seqline.pipeline.tasks import Counts
+from tests.recorded import project
 
 PIPELINE = """\
 name: recorded
@@ -55,10 +55,7 @@ COALESCED = {"blocks_done", "occupancy", "records_consumed", "wait_started", "wa
 
 @pytest.fixture
 def pipeline(tmp_path) -> PipelineSpec:
-    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(300)))
-    (tmp_path / "fns.py").write_text("def same(batch):\n    return batch\n")
-    (tmp_path / "p.yaml").write_text(PIPELINE)
-    return load_pipeline(tmp_path / "p.yaml", COMPONENTS)
+    return project(tmp_path, 300, PIPELINE)
 
 
 @pytest.fixture
