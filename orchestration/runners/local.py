@@ -89,9 +89,24 @@ class LocalRunner(Runner):
             return _Job(task, block, self._start(task, block, 1), self._generation)
 
     def _start(self, task: MapTask, block: Block, attempt: int) -> Future:
+        """Submit a block (the caller holds the lock). A pool that broke since (a worker of
+        another block, maybe another stage's, died) refuses it: this block did not run, so
+        it goes to a fresh pool uncharged, and the blocks in flight recover as they learn."""
         if self.mode == "thread":
             return self._executor().submit(task, block)
-        return self._executor().submit(run_marked, task, block, self._markers, attempt)
+        while True:
+            try:
+                return self._executor().submit(run_marked, task, block, self._markers, attempt)
+            except BrokenProcessPool:
+                self._renew(self._generation)
+
+    def _renew(self, generation: int) -> None:
+        """Replace the broken pool of `generation`, once: by the first to see it broken, once
+        every worker has stopped, so that the markers left say which blocks killed theirs."""
+        if generation == self._generation and self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+            self._generation += 1
 
     def running(self, handle: _Job) -> tuple[int, str | None, float | None]:
         """In process mode the block's marker says which worker runs it (its pid) and since
@@ -127,12 +142,7 @@ class LocalRunner(Runner):
         with self._lock:
             if self._aborted:
                 raise Cancelled("the run was cancelled")
-            if job.generation == self._generation and self._pool is not None:
-                # The first to see this pool broken: once every worker has stopped, the
-                # markers left say which blocks killed theirs.
-                self._pool.shutdown(wait=True)
-                self._pool = None
-                self._generation += 1
+            self._renew(job.generation)
             killed = marker(self._markers, job.task.stage, job.block.index, job.attempt)
             died = killed.exists()
             killed.unlink(missing_ok=True)
