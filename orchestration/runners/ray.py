@@ -28,6 +28,8 @@ RAY_SOCKET_DEPTH = 72
 # (its GCS and raylet write their logs and port files there; making the folder itself takes
 # no space), above it on load. A margin, not a measure.
 RAY_MIN_FREE_MIB = 64
+# Tasks kept in the object store at once: more than the stages of a run that map blocks.
+KEPT_TASKS = 16
 ABORT_POLL_SECONDS = 0.25  # how often a wait for blocks checks whether the run was cancelled
 
 
@@ -140,7 +142,9 @@ class RayRunner(Runner):
         # retry is counted and said. A user function that raises is a result (StageFailure),
         # never an exception, so it is not retried. A block is released in its place as ever.
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_run)
-        self._task_refs: dict[int, Any] = {}
+        # Each task put in the object store once, not once per block; the task is kept with
+        # its ref, so that its id is not reused by another task while the entry stands.
+        self._task_refs: dict[int, tuple[MapTask, Any]] = {}
         self._lost = (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                       ray.exceptions.ObjectLostError)
 
@@ -152,13 +156,15 @@ class RayRunner(Runner):
         return _Attempt(task, block, self._start(task, block))
 
     def _start(self, task: MapTask, block: Block) -> Any:
-        key = id(task)  # put the task in the object store once, not once per block
-        if key not in self._task_refs:
-            self._task_refs = {key: self._ray.put(task)}
+        kept = self._task_refs.get(id(task))
+        if kept is None or kept[0] is not task:
+            if len(self._task_refs) >= KEPT_TASKS:  # the oldest goes: its stage has ended
+                del self._task_refs[next(iter(self._task_refs))]
+            kept = self._task_refs[id(task)] = (task, self._ray.put(task))
         # Named for its stage and block: Ray titles the worker's process with it while it
         # runs ("ray::features:block-12" in `ps`) and lists the task under it in its own tools.
         named = self._remote.options(name=f"{task.stage}:block-{block.index}")
-        return named.remote(self._task_refs[key], block)
+        return named.remote(kept[1], block)
 
     def wait(self, handles: list[_Attempt]) -> list[tuple[_Attempt, BlockResult]]:
         by_ref = {handle.ref: handle for handle in handles}

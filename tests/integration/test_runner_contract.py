@@ -153,3 +153,15 @@ def _max_overlap(log_dir: Path) -> int:
         depth += step
         peak = max(peak, depth)
     return peak
+
+
+def test_runner_runs_each_task_its_own_blocks_when_tasks_come_one_after_another(runner_factory):
+    """Tasks made and dropped one after another (as a run's stages, or ingest's inputs, come
+    and go) may be made at one address: a runner that knows a task by its id alone ran a
+    block of a gzipped CSV as the Parquet task before it."""
+    runner = runner_factory(workers=2)
+    for i in range(8):
+        task = _task("latency:stamp_pid", column=f"from_task_{i}")
+        (result,) = runner.map_blocks(task, _blocks(10, 10))
+        assert result.batch.schema.names[-1] == f"from_task_{i}"
+        del task, result  # as a stage's task goes when the stage ends
