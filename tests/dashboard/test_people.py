@@ -99,15 +99,19 @@ def test_times_read_as_local_times_and_how_long_ago(server, page):
     started = page.locator("table.runs td.started time").first
     expect(started).to_have_text(re.compile(r"^(just now|\d+ (s|min|h|days) ago)$"))
     tooltip = started.get_attribute("title") or ""
-    assert re.search(r"today \d\d:\d\d:\d\d", tooltip), tooltip  # the local time, in full
+    # The local time, in full ("yesterday" for a run of the root made before midnight).
+    assert re.search(r"(today|yesterday) \d\d:\d\d:\d\d", tooltip), tooltip
     assert "UTC" in tooltip  # and the stored stamp
     page.goto(server.url + "/runs/demo-a")
     summary = page.locator("#live .summary time").first
-    expect(summary).to_have_text(re.compile(r"^today \d\d:\d\d:\d\d, (just now|.+ ago)$"))
+    expect(summary).to_have_text(
+        re.compile(r"^(today|yesterday) \d\d:\d\d:\d\d, (just now|.+ ago)$"))
     stamp = datetime.fromisoformat(summary.get_attribute("datetime"))
-    local = page.evaluate("iso => { const d = new Date(iso); return [d.getHours(), "
-                          "d.getMinutes()]; }", stamp.astimezone(UTC).isoformat())
-    assert summary.inner_text().startswith(f"today {local[0]:02d}:{local[1]:02d}")
+    day, hour, minute = page.evaluate(
+        "iso => { const d = new Date(iso), now = new Date(); return [d.toDateString() === "
+        "now.toDateString() ? 'today' : 'yesterday', d.getHours(), d.getMinutes()]; }",
+        stamp.astimezone(UTC).isoformat())
+    assert summary.inner_text().startswith(f"{day} {hour:02d}:{minute:02d}")
     assert "T" not in page.locator("#live .summary").inner_text()  # no ISO stamp left
     assert page.problems == []
 
