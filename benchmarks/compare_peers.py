@@ -180,7 +180,7 @@ def skew(args) -> None:
                            base_dir=str(USERFNS), fn_kwargs={"base_ms": args.base_ms})
     task = MapTask("bench", fn)
     options = {"workers": args.workers, **RUNNERS[args.runner],
-               "window": args.window_factor * args.workers}
+               "window": args.window_factor * args.workers or None}  # 0: adaptive
     pairs = []
     with make_runner(args.runner, **options) as runner:
         _timed(runner, task, 1000, args.block)  # start the engine's workers before timing

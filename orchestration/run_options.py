@@ -33,7 +33,7 @@ class RunOptions:
 
     runner: str = "local"
     workers: int = 2
-    window: int | None = None  # blocks in flight per stage; None: 4 x workers (runners/base.py)
+    window: int | None = None  # fixed blocks in flight per stage; None: adaptive (reorder.py)
     queue: int = 4  # blocks waiting between two stages (the line's belts)
     overlap: bool = True
     cache: bool = True

@@ -79,7 +79,8 @@ def run(
     run_id: Annotated[str | None, typer.Option(help="Run id; default: time + random.")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Parallel workers.")] = 2,
     window: Annotated[int | None, typer.Option(
-        min=1, help="Max blocks in flight per stage; default 4 x workers.")] = None,
+        min=1, help="Fix the blocks in flight per stage; default adaptive, from 4 x "
+        "workers, widened behind a slow block.")] = None,
     queue: Annotated[int, typer.Option(
         min=1, help="Blocks waiting between two stages (the assembly line's belts).")] = 4,
     overlap: Annotated[bool, typer.Option(

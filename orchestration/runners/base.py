@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from seqline.orchestration.events import BlockRetried, HeadOfLine, Occupancy, Subscriber
 from seqline.pipeline.blocks import SEQ, Block
 from seqline.pipeline.errors import ConfigError, StageError
-from seqline.pipeline.reorder import ReorderBuffer
+from seqline.pipeline.reorder import AdaptiveWindow, ReorderBuffer
 from seqline.pipeline.tasks import BlockResult, MapTask, SourceTask, StageFailure
 
 __all__ = ["Engine", "Runner", "poisoned", "retry_after_death", "run_windowed"]
@@ -36,13 +36,20 @@ class Runner(ABC):
                  publish: Subscriber | None = None) -> None:
         if workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {workers}.")
-        # 4x the workers: enough that one slow block (a straggler) does not idle the others,
-        # while memory stays at a few blocks per worker. See benchmarks/ for the measurement.
+        # 4x the workers: a few blocks queued per worker hide the engine's hand-over, while
+        # memory stays at a few blocks per worker. Unless the user fixed it, the window then
+        # widens behind a straggler (AdaptiveWindow), so ordering does not idle the workers.
         self.workers = workers
         self.window = window or 4 * workers
+        self.adaptive = window is None
         if self.window < 1:
             raise ConfigError(f"--window must be at least 1, got {self.window}.")
         self.publish: Subscriber = publish or _ignore
+
+    @property
+    def most_in_flight(self) -> int:
+        """The most blocks a stage ever has in flight: the bound on its memory."""
+        return AdaptiveWindow.widest(self.window, self.workers) if self.adaptive else self.window
 
     @abstractmethod
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
@@ -105,11 +112,13 @@ def run_windowed(engine: Engine, task: MapTask, blocks: Iterable[Block], runner:
                  ordered: bool = True) -> Iterator[BlockResult]:
     """The submit/wait loop shared by engines that take one block at a time (local, Ray).
 
-    Block b + window is not submitted before block b's result has been yielded; the window,
-    the reorder buffer and error propagation live here, once, for every such engine. It
-    publishes an Occupancy per block admitted and a HeadOfLine per wait for results.
+    Block b + window is not submitted before block b's result has been yielded; the window
+    (fixed, or adaptive: see AdaptiveWindow), the reorder buffer and error propagation live
+    here, once, for every such engine. It publishes an Occupancy per block admitted and a
+    HeadOfLine per wait for results.
     """
     buffer: ReorderBuffer[BlockResult] = ReorderBuffer(runner.window, ordered=ordered)
+    window = AdaptiveWindow(runner.window, runner.workers) if runner.adaptive else None
     head = _Head(engine, task, ordered)
     source = iter(blocks)
     pending: dict[Hashable, int] = {}
@@ -135,6 +144,8 @@ def run_windowed(engine: Engine, task: MapTask, blocks: Iterable[Block], runner:
             held = buffer.held
             ready = buffer.pop_ready()
             head.released(ready)
+            if window is not None and not exhausted:
+                buffer.capacity = window.capacity(buffer, head.held_bytes)
             runner.publish(head.told(buffer.in_flight, held, waiting=buffer.held > 0))
             for result in ready:
                 result.raise_if_failed()

@@ -10,7 +10,7 @@ import pytest
 
 from seqline.components import COMPONENTS
 from seqline.orchestration.api import run_pipeline
-from seqline.orchestration.events import BlocksDone
+from seqline.orchestration.events import BlocksDone, Occupancy
 from seqline.orchestration.runners import make_runner
 from seqline.orchestration.verify import verify_run
 from seqline.pipeline.artifacts import read_manifest
@@ -63,17 +63,21 @@ def line_runs(tmp_path_factory, request):
     for case, options in cases.items():
         name = case.split("-")[0]
         seen: list[tuple[str, int]] = []
+        flying: dict[str, int] = {}  # the most blocks in flight per stage, as published
         lock = threading.Lock()
 
-        def progress(event, seen=seen, lock=lock):
+        def progress(event, seen=seen, flying=flying, lock=lock):
             if isinstance(event, BlocksDone):
                 with lock:
                     seen.append((event.stage, event.counts.records_out))
+            elif isinstance(event, Occupancy):
+                flying[event.stage] = max(flying.get(event.stage, 0), event.in_flight)
 
         with make_runner(name, workers=WORKERS, **options) as runner:
             reports = run_pipeline(spec, runner, folder / "root", case, subscribers=[progress],
                                    queue=QUEUE, overlap=case != "local-one-by-one")
-        runs[case] = (folder / "root" / "runs" / case, reports, seen, runner.window)
+        runs[case] = (folder / "root" / "runs" / case, reports, seen,
+                      (flying, runner.most_in_flight))
     return runs
 
 
@@ -127,14 +131,16 @@ def test_training_starts_while_ingest_is_still_reading(line_runs, runner):
 @pytest.mark.parametrize("runner", ["local", "ray"])
 def test_read_ahead_is_bounded_by_windows_and_belts(line_runs, runner):
     """Ingest is never further ahead of preprocessing than the blocks that fit in between."""
-    _, _, seen, window = line_runs[runner]
+    _, _, seen, (flying, most) = line_runs[runner]
     done = {"read": 0, "features": 0}
     ahead = []
     for stage, records in seen:
         if stage in done:
             done[stage] = records
             ahead.append(done["read"] - done["features"])
-    # in between: each map stage's window, each belt, one block in each stage's hands
-    bound = (2 * window + 3 * QUEUE + 3) * BLOCK
+    # in between: each map stage's window (adaptive: as wide as it grew, never past `most`),
+    # each belt, one block in each stage's hands
+    assert flying["examples"] <= most and flying["features"] <= most
+    bound = (flying["examples"] + flying["features"] + 3 * QUEUE + 3) * BLOCK
     assert max(ahead) <= bound
     assert max(ahead) >= 4 * BLOCK  # and it did read ahead

@@ -124,6 +124,20 @@ def test_runner_window_allows_parallel_work(runner_factory, tmp_path):
     assert _max_overlap(tmp_path) == 2
 
 
+def test_runner_default_window_keeps_workers_busy_behind_a_straggler(runner_factory, tmp_path):
+    """Without --window the window widens while the head of the line holds results back: the
+    other worker goes on past 4x workers blocks while block 0 sleeps (decision 61)."""
+    if runner_factory.case.startswith("beam"):
+        pytest.skip("Beam runs a stage as one batch job: it has no reorder window to widen")
+    runner = runner_factory(workers=2)
+    _, seq = _collect(runner, _task("latency:straggler", log_dir=str(tmp_path)), _blocks(1000, 10))
+    assert np.array_equal(seq, np.arange(1000))
+    spans = _spans(tmp_path)
+    slow_end = spans[0][1]
+    behind = sum(1 for first, (_, end) in spans.items() if first and end < slow_end)
+    assert behind > 2 * runner.window, (behind, runner.window)
+
+
 def test_runner_empty_input_gives_no_blocks(runner_factory):
     results, seq = _collect(runner_factory(), _task("latency:double"), _blocks(0, 10))
     assert results == [] and len(seq) == 0
@@ -140,14 +154,20 @@ def test_runner_a_million_records(runner_factory):
     assert sum(r.counts.records_out for r in results) == 1_000_000
 
 
-def _max_overlap(log_dir: Path) -> int:
-    """Most block spans open at one instant, from every worker's span log."""
-    events = []
+def _spans(log_dir: Path) -> dict[int, tuple[float, float]]:
+    """Each block's span (start, end) by its first seq, from every worker's span log."""
+    spans = {}
     for path in log_dir.glob("spans-*.txt"):
         for line in path.read_text().split("\n"):
             if line:
-                _, start, end = line.split()
-                events += [(float(start), 1), (float(end), -1)]
+                first, start, end = line.split()
+                spans[int(first)] = (float(start), float(end))
+    return spans
+
+
+def _max_overlap(log_dir: Path) -> int:
+    """Most block spans open at one instant, from every worker's span log."""
+    events = [e for start, end in _spans(log_dir).values() for e in ((start, 1), (end, -1))]
     depth = peak = 0
     for _, step in sorted(events, key=lambda e: (e[0], e[1])):  # ends before starts on ties
         depth += step

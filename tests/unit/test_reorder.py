@@ -2,7 +2,12 @@ import numpy as np
 import pytest
 
 from seqline.pipeline.errors import InternalError
-from seqline.pipeline.reorder import ReorderBuffer
+from seqline.pipeline.reorder import (
+    MAX_BLOCKS_PER_WORKER,
+    MAX_HELD_BYTES,
+    AdaptiveWindow,
+    ReorderBuffer,
+)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -60,3 +65,38 @@ def test_reorder_buffer_rejects_a_block_twice_or_never_admitted(index):
 def test_reorder_buffer_rejects_zero_capacity():
     with pytest.raises(InternalError):
         ReorderBuffer(0)
+
+
+def _straggling(window: AdaptiveWindow, held_bytes_each: int, finished: int) -> ReorderBuffer:
+    """Block 0 never finishes; `finished` later blocks do, each after the window was asked."""
+    buffer: ReorderBuffer[int] = ReorderBuffer(window.start)
+    for _ in range(finished):
+        while buffer.can_admit():
+            buffer.admit()
+        index = buffer.held + 1
+        buffer.put(index, index)
+        assert buffer.pop_ready() == []  # block 0 holds them back
+        buffer.capacity = window.capacity(buffer, buffer.held * held_bytes_each)
+    return buffer
+
+
+def test_adaptive_window_keeps_start_blocks_unfinished_behind_a_straggler():
+    buffer = _straggling(AdaptiveWindow(start=8, workers=2), held_bytes_each=1, finished=20)
+    assert buffer.capacity == 8 + 20
+    assert buffer.in_flight - buffer.held == 8 - 1  # block 0 and 7 more to run: none idle
+
+
+def test_adaptive_window_stops_widening_at_its_block_and_byte_bounds():
+    blocks = _straggling(AdaptiveWindow(start=8, workers=2), held_bytes_each=1, finished=63)
+    assert blocks.capacity == MAX_BLOCKS_PER_WORKER * 2
+    size = MAX_HELD_BYTES // 10
+    memory = _straggling(AdaptiveWindow(start=8, workers=2), held_bytes_each=size, finished=12)
+    assert memory.capacity == 8 + 10
+
+
+def test_adaptive_window_narrows_back_once_the_line_moves():
+    window = AdaptiveWindow(start=8, workers=2)
+    buffer = _straggling(window, held_bytes_each=1, finished=20)
+    buffer.put(0, 0)
+    assert len(buffer.pop_ready()) == 21
+    assert window.capacity(buffer, 0) == 8

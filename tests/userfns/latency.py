@@ -62,6 +62,16 @@ def skewed(batch: pa.RecordBatch, base_ms: float = 1.0, slow_every: int = 20,
     return out
 
 
+def straggler(batch: pa.RecordBatch, seq: int = 0, slow_s: float = 2.0, base_ms: float = 5.0,
+              log_dir: str | None = None) -> pa.RecordBatch:
+    """The block holding `seq` sleeps `slow_s`, every other one `base_ms`; spans logged."""
+    start = time.time()
+    slow = pc.any(pc.equal(batch.column(SEQ), seq)).as_py()
+    time.sleep(slow_s if slow else base_ms / 1000)
+    _log_span(log_dir, int(batch.column(SEQ)[0].as_py()), start)
+    return double(batch)
+
+
 def keep_even(batch: pa.RecordBatch, **kwargs) -> pa.RecordBatch:
     skewed(batch, **kwargs)
     return batch.filter(pc.equal(pc.bit_wise_and(batch.column(SEQ), 1), 0))
