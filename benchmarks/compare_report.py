@@ -48,13 +48,17 @@ TITLES = {"1": "ordering cost", "2": "preprocessing vs tf.data", "3": "whole job
 
 # ---------------------------------------------------------------------------- report
 
-def machine() -> list[str]:
-    model = "unknown"
+def processor() -> str:
+    """The machine's processor, as /proc/cpuinfo names it."""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def machine() -> list[str]:
+    model = processor()
     versions = [f"python {platform.python_version()}"]
     for name in VERSIONS:
         try:

@@ -8,10 +8,9 @@ tfrecord_write (gzip) -> preprocess (a pyarrow function adding x*x, gzip): two o
 TFRecord artifacts of every row, which verify reads back whole. `seqline run` on the local
 runner, 2 workers, no cache, with the default verify and with `--no-verify`, alternated
 (`--repeats` pairs, after one unmeasured warm-up run); then `seqline verify` of one of the
-runs alone, `--repeats` times. Wall time of each process, medians. The machine may be shared
-(2 cores; a CI run in the background when the figures below were taken), so pairs alternate and
-only medians are compared. The "before" figures were measured the same way with the code before
-decision 50 (commit 9588b07) and are kept here as numbers.
+runs alone, `--repeats` times. Wall time of each process, medians. Pairs alternate, so a
+machine whose speed drifts weighs on both sides alike. The "before" figures were measured the
+same way with the code before the vouched scan (commit 850f8d6) and are kept here as numbers.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import yaml
+from compare_report import processor
 from pyarrow import csv
 
 BENCHMARKS = Path(__file__).resolve().parent
@@ -39,15 +39,15 @@ import pyarrow.compute as pc
 def add_square(batch):
     return batch.append_column("x2", pc.multiply(batch.column("x"), batch.column("x")))
 '''
-# Before decision 50 (commit 9588b07), 1M rows, medians of 2 alternated pairs on the shared
-# 2-core machine (load average 11-15 from a CI run): run with verify, without, verify alone.
-BEFORE = {"with": 54.33, "without": 34.68, "alone": 21.58}
-# The same load did not hold for "after" (load average 3-5), so the before column overstates
-# the gain; this pair was measured side by side, alternated, under the same load.
-SIDE_BY_SIDE = ("Side by side under the same load (load average 3-6), `verify_run` of one 1M-row "
-                "run in a fresh process, 3 alternated pairs, medians: before (9588b07) 7.09 s, "
-                "after 4.32 s. The before column above was measured under a heavier load "
-                "(11-15) than the after column (3-5): compare the ratios, and this pair.")
+# Before the vouched scan (commit 850f8d6: decision 50's scanner, data CRCs and every map
+# entry walked), 1M rows, on this machine type while it was quiet: medians of 3 runs with
+# verify, 3 without, and 2 of `seqline verify` alone (wall s).
+BEFORE = {"with": 6.73, "without": 4.70, "alone": 2.48}
+BEFORE_COMMIT = "850f8d6"
+# Decision 50's own before and after, on a shared machine (its figures are kept there).
+SIDE_BY_SIDE = ("Decision 50's scanner took the ratio from 1.57 (commit 9588b07, whole "
+                "Examples decoded) to 1.17 on a shared machine; the quiet machine above had it "
+                "at 1.43 before the vouched scan (decision 50's addendum).")
 
 
 def make_job(folder: Path, rows: int, *, stored: bool = True, name: str = "verify-bench") -> Path:
@@ -107,7 +107,7 @@ def report(rows: int, runs: dict[str, list[float]]) -> str:
         return ", ".join(f"{v:.2f}" for v in runs[key])
 
     lines = [f"# seqline verify at {rows:,} rows", "",
-             "| figure | before (9588b07) | after | after, each run (s) |",
+             f"| figure | before ({BEFORE_COMMIT}) | after | after, each run (s) |",
              "| --- | ---: | ---: | --- |",
              f"| run with verify ÷ run with `--no-verify` | {ratio(BEFORE)} | {ratio(after)} | |",
              f"| run with verify (s) | {BEFORE['with']:.2f} | {after['with']:.2f} | "
@@ -119,8 +119,8 @@ def report(rows: int, runs: dict[str, list[float]]) -> str:
              "Medians; local runner, 2 workers, no cache; wall time of each `seqline` process. "
              "Job: CSV (k, x, s) -> ingest -> tfrecord_write (gzip) -> preprocess (pyarrow, "
              "gzip); verify reads both TFRecord artifacts whole. Made by "
-             "`benchmarks/verify.py` (its docstring says how); the machine was shared, so the "
-             "absolute seconds are noisy and only the ratios compare.", "", SIDE_BY_SIDE]
+             "`benchmarks/verify.py` (its docstring says how), on a quiet 2-core machine "
+             f"({processor()}).", "", SIDE_BY_SIDE]
     return "\n".join(lines) + "\n"
 
 
