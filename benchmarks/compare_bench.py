@@ -56,7 +56,7 @@ class Bench:
         self._csvs: dict[int, Path] = {}
         self._jobs: dict[tuple, list[Run]] = {}
         self._count = 0
-        self.peer_rows = args.peer_rows or min(args.rows, 250_000)
+        self.peer_rows = args.peer_rows or args.rows
         path = os.pathsep.join(filter(None, [str(self.job), os.environ.get("PYTHONPATH")]))
         self.env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1",
                     "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -102,15 +102,16 @@ class Bench:
              "params": {"fn": fn, "batch_format": "pyarrow", "compression": "gzip"}}])
 
     def seqline(self, pipeline: Path, runner: str = "local", workers: int = 2,
-                *options: str) -> Run:
-        """`seqline run --no-verify`; result: the run's own seconds and each stage's."""
+                *options: str, verify: bool = False) -> Run:
+        """`seqline run` (`--no-verify` unless `verify`); result: the run's own seconds and
+        each stage's."""
         self._count += 1
         run_id = f"{pipeline.stem}-{runner}-{workers}w-{self._count}"
         run = measure([*SEQLINE, "run", str(pipeline), "--runner", runner, "--root",
                        str(self.root), "--run-id", run_id, "--workers", str(workers),
-                       "--no-verify", *options], self.env,
+                       *([] if verify else ["--no-verify"]), *options], self.env,
                       f"seqline {pipeline.parent.name}/{pipeline.stem}, {runner}, "
-                      f"{workers} worker(s)")
+                      f"{workers} worker(s){', verified' if verify else ''}")
         found = re.search(r"stages \(([\d.]+) s\)", run.output)
         run.result["seconds"] = float(found.group(1)) if found else float("nan")
         run_dir = self.root / "runs" / run_id
@@ -129,12 +130,14 @@ class Bench:
         finally:
             shutil.rmtree(out, ignore_errors=True)
 
-    def job_runs(self, rows: int) -> list[Run]:
-        """The whole job on the local runner with 2 workers, once per repeat (shared)."""
-        key = ("job", rows)
+    def job_runs(self, rows: int, verify: bool = False) -> list[Run]:
+        """The whole job on the local runner with 2 workers, once per repeat (shared); with
+        `verify`, as `seqline run` runs by default, without, with `--no-verify`."""
+        key = ("job", rows, verify)
         if key not in self._jobs:
             pipeline = self.job_pipeline(rows)
-            self._jobs[key] = [self.seqline(pipeline) for _ in range(self.args.repeats)]
+            self._jobs[key] = [self.seqline(pipeline, verify=verify)
+                               for _ in range(self.args.repeats)]
         return self._jobs[key]
 
     # -- rows

@@ -43,7 +43,8 @@ def spread(values: list[float], digits: int = 2) -> str:
 TITLES = {"1": "ordering cost", "2": "preprocessing vs tf.data", "3": "whole job vs Ray Data",
           "4": "whole job vs Beam", "5": "whole job vs the single-process limit",
           "6": "scaling 1 → 2 workers", "7": "the assembly line", "8": "memory vs input size",
-          "9": "training input wait", "10": "cold start"}
+          "9": "training input wait", "10": "cold start", "11": "what verify adds",
+          "12": "fixed cost", "13": "the machinery"}
 
 
 # ---------------------------------------------------------------------------- report

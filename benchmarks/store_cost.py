@@ -16,6 +16,7 @@ Usage: .venv/bin/python benchmarks/store_cost.py [--smoke] [--rows 1000000] [--r
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -47,12 +48,19 @@ def sampling_cost(rows: int, repeats: int, folder: Path) -> tuple[list[float], l
     return on, off
 
 
-def orchestration_cost(rows: int, repeats: int, folder: Path
+def orchestration_cost(rows: int, repeats: int, folder: Path, *, profile: bool = False
                        ) -> tuple[list[float], list[float]]:
+    """The job recorded as `Pipeline.run` records it, against `run_pipeline` with no store
+    (and, unless `profile`, no data profile), alternated; wall s of each."""
+    import dataclasses
+
     from seqline.orchestration.api import run_pipeline
     from seqline.orchestration.runners import make_runner
 
     pipeline = seqline.Pipeline.from_yaml(_generate(folder / "data-orchestration", rows))
+    bare_spec = pipeline.spec if profile else dataclasses.replace(
+        pipeline.spec, stages=tuple(dataclasses.replace(s, profile=False)
+                                    for s in pipeline.spec.stages))
     recorded: list[float] = []
     bare: list[float] = []
     for i in range(repeats * 2):
@@ -62,7 +70,7 @@ def orchestration_cost(rows: int, repeats: int, folder: Path
             recorded.append(time.perf_counter() - start)
         else:
             with make_runner("local", workers=2) as runner:
-                run_pipeline(pipeline.spec, runner, folder / "bare", f"b{i}")
+                run_pipeline(bare_spec, runner, folder / "bare", f"b{i}")
             bare.append(time.perf_counter() - start)
     return recorded, bare
 
@@ -95,14 +103,21 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, to keep this working")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--machinery", action="store_true",
+                        help="only the recorded run against a bare one with no data profile, "
+                             "as one `RESULT {json}` line (benchmarks/compare.py, row 13)")
     args = parser.parse_args()
     rows, repeats = (2_000, 1) if args.smoke else (args.rows, args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
+        if args.machinery:
+            recorded, bare = orchestration_cost(rows, repeats, Path(tmp), profile=True)
+            print("RESULT " + json.dumps({"recorded": recorded, "bare": bare}), flush=True)
+            return
         on, off = sampling_cost(rows, repeats, Path(tmp))
         print(f"data job, {rows:,} rows, {repeats} repeats (median s): sampling on "
               f"{statistics.median(on):.2f}, off {statistics.median(off):.2f}, ratio "
               f"{statistics.median(on) / statistics.median(off):.3f} (target <= 1.02)")
-        recorded, bare = orchestration_cost(rows, repeats, Path(tmp))
+        recorded, bare = orchestration_cost(rows, repeats, Path(tmp), profile=True)
         print(f"data job, {rows:,} rows: recorded (store, events, samples) "
               f"{statistics.median(recorded):.2f} s, no store {statistics.median(bare):.2f} s, "
               f"ratio {statistics.median(recorded) / statistics.median(bare):.3f} "

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import REPO
 
-COMPARISONS = [str(n) for n in range(1, 11)]
+COMPARISONS = [str(n) for n in range(1, 14)]
 
 
 @pytest.mark.e2e
@@ -24,7 +24,7 @@ def test_compare_smoke_writes_a_row_per_comparison(tmp_path):
                            "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     text = out.read_text()
-    row = re.compile(r"^\| (\d+)(?: \(\w+\))? \|")
+    row = re.compile(r"^\| (\d+)(?: \([\w-]+\))? \|")
     lines = [line for line in text.splitlines() if row.match(line)]
     assert sorted({row.match(line).group(1) for line in lines}, key=int) == COMPARISONS, lines
     for line in lines:
