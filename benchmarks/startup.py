@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+from compare_report import processor
 from verify import make_job
 
 REPO = Path(__file__).resolve().parent.parent
@@ -118,7 +119,7 @@ def table(results: dict[tuple[str, str], list[tuple[float, float]]], trees: list
 
 def machine() -> str:
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (f"{datetime.date.today()}: {os.cpu_count()} cores, Python "
+    return (f"{datetime.date.today()}: {os.cpu_count()} cores ({processor()}), Python "
             f"{platform.python_version()}, pyarrow {pa.__version__}; load average {load} "
             "(1 / 5 / 15 min) at the end")
 
@@ -136,8 +137,11 @@ def main() -> None:
     out = args.out or (None if args.smoke else REPO / "benchmarks" / "STARTUP.md")
     with tempfile.TemporaryDirectory(prefix="startup-bench-") as tmp:
         job = make_job(Path(tmp) / "job", 1_000, stored=False, name="tiny").parent
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(job), os.environ.get("PYTHONPATH")]))}
+        # Bytecode written, as on a user's machine: with PYTHONDONTWRITEBYTECODE a tree whose
+        # .pyc files are not there yet compiles every module on every run.
+        env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+               "PYTHONPATH": os.pathsep.join(
+                   filter(None, [str(job), os.environ.get("PYTHONPATH")]))}
         trees = {"now": env}
         if args.before:
             path = tree_at(args.before, Path(tmp) / "before")

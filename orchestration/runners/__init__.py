@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from seqline.orchestration.runners.base import Runner
 from seqline.pipeline.errors import ConfigError
-from seqline.pipeline.specs import did_you_mean
+
+if TYPE_CHECKING:
+    from seqline.orchestration.runners.base import Runner
 
 __all__ = ["RUNNERS", "Runner", "make_runner"]
 
@@ -24,6 +25,18 @@ def make_runner(name: str, **options: Any) -> Runner:
     elif name == "ray":
         from seqline.orchestration.runners.ray import RayRunner as cls  # type: ignore[no-redef]
     else:
+        from seqline.pipeline.specs import did_you_mean
+
         raise ConfigError(f"unknown runner {name!r}.{did_you_mean(name, list(RUNNERS))} "
                           f"Runners: {', '.join(RUNNERS)}.")
     return cls(**options)
+
+
+def __getattr__(name: str) -> Any:
+    """`Runner` on first use: the package is imported light, so that `seqline run` can start
+    the local runner's fork server (forked.py) before it imports the rest (decision 49)."""
+    if name == "Runner":
+        from seqline.orchestration.runners.base import Runner
+
+        return Runner
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,12 +23,13 @@ from typing import Any
 
 from seqline.orchestration.processes import pid_alive
 
-__all__ = ["PRELOAD", "WorkerContext", "exit_with", "server_pid"]
+__all__ = ["PRELOAD", "WorkerContext", "exit_with", "server_pid", "start_early"]
 
 # Imported once by the fork server, so each worker starts with them loaded (tfx-bsl's coders
 # take about 1 s and 230 MB to import) instead of importing them on its first block.
 PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "seqline.pipeline.tfrecord",
-           "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker"]
+           "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker",
+           "seqline.components"]
 
 # What a new process is told about the driver's main module: run it again as __mp_main__
 # (a script's path, or a module's name for `python -m`), so that functions defined in it can
@@ -158,6 +159,13 @@ def _replace(preload: tuple[str, ...], broken: forkserver.ForkServer) -> None:
 def _reap(pid: int) -> None:
     with contextlib.suppress(ChildProcessError):  # someone else reaped it
         os.waitpid(pid, 0)
+
+
+def start_early(preload: list[str]) -> None:
+    """Start the fork server of `preload` now: it imports them in its own process while the
+    caller goes on (`seqline run` importing the rest of seqline), so the first worker forks
+    at once instead of after them. A server nobody asks for a worker exits with its caller."""
+    _server(tuple(preload)).ensure_running()
 
 
 def server_pid(preload: list[str]) -> int | None:
