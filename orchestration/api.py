@@ -26,6 +26,7 @@ from seqline.orchestration.reports import RunReports, StageReport
 from seqline.orchestration.run_file import RunFile
 from seqline.orchestration.run_options import RunOptions
 from seqline.orchestration.runners import Runner, make_runner
+from seqline.orchestration.shard_reads import ShardReads
 from seqline.orchestration.store import DB_FILE, RunNotFound, RunStore
 from seqline.orchestration.store.engine import store_url
 from seqline.orchestration.store.errors import storing
@@ -189,8 +190,8 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
     """Run a pipeline: the one path behind `seqline run` and `Pipeline.run`.
 
     Plan (which stages run, which are reused, and why), record the run, run the plan on the
-    chosen engine, and end with `seqline verify`. Everything that happens is published as
-    events to the run store, run.json and `subscribers` (the terminal's progress).
+    chosen engine, end with `seqline verify` (of shards read back as the run went). All that
+    happens is published to the run store, run.json and `subscribers` (the progress).
 
     Args:
         spec: the validated pipeline.
@@ -215,12 +216,12 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
     with RunStore.open(*store_url(root, store)) as runs:
         plan = plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
         _open_record(runs, spec, plan, pipeline_file)
-        reports = RunReports()
+        reports, reads = RunReports(), ShardReads() if options.verify else None
         bus = EventBus(RunRecorder(runs, plan, spec, COMPONENTS), reports,
                        RunFile(run_dir(root, run_id), options.queue), *subscribers)
         try:
             with _runner(options, bus) as runner, sigterm_cancels():
-                run_plan(plan, spec, runner, root, bus)
+                run_plan(plan, spec, runner, root, bus, reads)
         except KeyboardInterrupt as exc:
             cancelled = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")
             cancelled.run_id = run_id
@@ -235,7 +236,7 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
             _ended(bus, plan, "failed", exc)
             raise
         _ended(bus, plan, "succeeded")
-    checks = verify_run(root, run_id) if options.verify else None
+    checks = verify_run(root, run_id, reads) if options.verify else None
     return RunResult(run_id, "succeeded", root, reports.stages, checks, plan=plan)
 
 
@@ -316,8 +317,7 @@ def _ended(bus: EventBus, plan: RunPlan, status: str, error: BaseException | Non
            ) -> None:
     ran = len(plan.running)
     if error is None:
-        bus.publish(RunEnded(status=status, ran=ran, reused=len(plan.steps) - ran))
-        return
+        return bus.publish(RunEnded(status=status, ran=ran, reused=len(plan.steps) - ran))
     bus.publish(RunEnded(status=status, ran=ran, reused=len(plan.steps) - ran,
                          message=error_line(error), traceback=error_traceback(error),
                          error_stage=error.stage if isinstance(error, StageError) else None,

@@ -25,6 +25,7 @@ from seqline.orchestration.line import AssemblyLine, Belt
 from seqline.orchestration.plan import DAMAGED, RunPlan, Step
 from seqline.orchestration.run_log import RunLog
 from seqline.orchestration.runners import Runner
+from seqline.orchestration.shard_reads import ShardReads
 from seqline.orchestration.stage_output import Tally
 from seqline.orchestration.stage_work import map_spec, run_data_stage, run_driver
 from seqline.pipeline.artifacts import StageArtifact, link_stage, read_manifest, run_dir
@@ -66,6 +67,7 @@ class RunContext:
     artifacts: dict[str, StageArtifact] = field(default_factory=dict)
     ended: set[str] = field(default_factory=set)
     ending: threading.Lock = field(default_factory=threading.Lock)
+    reads: ShardReads | None = None  # shards read back as they come, for verify at the end
 
     def end(self, event: StageCommitted | StageReused | StageFailed | StageSkipped) -> None:
         """Publish a stage's end, once: a stage that commits while a cancel stops the run
@@ -88,14 +90,15 @@ class RunContext:
 
 
 def run_plan(plan: RunPlan, spec: PipelineSpec, runner: Runner, root: Folder,
-             bus: EventBus) -> None:
+             bus: EventBus, reads: ShardReads | None = None) -> None:
     """Run `plan`'s steps with `runner` as an assembly line, publishing what happens on `bus`.
 
     Each stage runs on a thread of its own and passes its blocks to the next over a belt of
     `queue` blocks; the runner's window bounds the blocks in flight inside a stage, so memory
     is bounded by (window + queue) blocks per stage, whatever the input size. A stage that
     reads an earlier, non-adjacent stage, and the trainer, follow that stage's shards as they
-    are written. Steps the plan reuses or keeps are linked in and reported, not run.
+    are written. Steps the plan reuses or keeps are linked in and reported, not run. With
+    `reads`, each stored shard is read back as its stage accounts for it (verify's, after).
 
     Raises:
         StageError: a stage failed (the first failure; stages after it are stopped and
@@ -104,7 +107,8 @@ def run_plan(plan: RunPlan, spec: PipelineSpec, runner: Runner, root: Folder,
     """
     folder = _open_run(run_dir(root, plan.run_id), plan.options.resume)
     runner.publish = bus.publish  # what the engine sees (blocks in flight, retries) is told
-    run = RunContext(plan, spec, root, folder, runner, AssemblyLine(folder), bus, Tally())
+    run = RunContext(plan, spec, root, folder, runner, AssemblyLine(folder), bus, Tally(),
+                     reads=reads)
     bus.subscribe(run.tally)
     # The run's log: its events until RunEnded closes it, this process's log records while
     # the stages run (detached below whatever happens, so no handler outlives its run).
@@ -113,6 +117,10 @@ def run_plan(plan: RunPlan, spec: PipelineSpec, runner: Runner, root: Folder,
     run_log.attach()
     try:
         _run_steps(run)
+    except BaseException:
+        if reads is not None:  # no verify follows a run that did not succeed
+            reads.close()
+        raise
     finally:
         run_log.detach()
 

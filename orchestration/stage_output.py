@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from seqline.components import COMPONENTS
 from seqline.orchestration.events import BlockRetried, Event, Occupancy
+from seqline.orchestration.shard_reads import ShardReads
 from seqline.pipeline.audit import SeqDigest
 from seqline.pipeline.blocks import seq_of
 from seqline.pipeline.deadletters import DeadLetterFile
@@ -40,8 +41,9 @@ class StageOutput:
     windows along source order) into profile.json.
     """
 
-    def __init__(self, stage: StageSpec[Any], folder: Folder, feed: ShardFeed | None) -> None:
-        self.stage, self.feed, self.folder = stage, feed, folder
+    def __init__(self, stage: StageSpec[Any], folder: Folder, feed: ShardFeed | None,
+                 reads: ShardReads | None = None) -> None:
+        self.stage, self.feed, self.folder, self.reads = stage, feed, folder, reads
         self.component = COMPONENTS[stage.component]
         self.digest = SeqDigest()
         self.dead = DeadLetterFile(folder)
@@ -68,6 +70,9 @@ class StageOutput:
         if result.shard is not None:
             self._check_schema(result, batch.schema)
             self.shards.append(result.shard)
+            if self.reads is not None:  # read back now, for verify at the run's end
+                self.reads.read(self.stage.name, len(self.shards) - 1, self.folder,
+                                result.shard, self.stage.params.compression)
             if self.feed is not None:  # readers following the stage may read it now
                 self.feed.add(result.shard, batch.schema, batch)
 

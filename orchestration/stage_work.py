@@ -56,7 +56,7 @@ def run_data_stage(step: Step, stage: StageSpec[Any], run: RunContext, artifact:
     if not step.fused_after:  # a fused stage starts with the engine job it runs in (_produce)
         run.bus.publish(StageStarted(stage=stage.name))
     start, started = time.perf_counter(), time.time()
-    out = StageOutput(stage, artifact.path, feed)
+    out = StageOutput(stage, artifact.path, feed, run.reads)
     counts, blocks = Counts(), 0
     for result in _produce(step, stage, run, inputs, artifact.path):
         counts, blocks = counts + result.counts, blocks + 1

@@ -3,35 +3,29 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from seqline.components import COMPONENTS
 from seqline.orchestration.seq_gaps import duplicated, missing, said
+from seqline.orchestration.shard_reads import ShardRead, ShardReads, check_shard
 from seqline.pipeline.artifacts import VERDICT, read_manifest, run_dir
 from seqline.pipeline.audit import seq_digest
-from seqline.pipeline.blocks import SEQ, seq_of
 from seqline.pipeline.deadletters import DEAD_LETTERS
 from seqline.pipeline.errors import RunNotFound
 from seqline.pipeline.storage import Folder, open_root, storage_of, write_json
-from seqline.pipeline.tfrecord import CorruptRecord, decode, iter_records
-from seqline.pipeline.tfrecord.seq_scan import scan_seq
 
 __all__ = ["StageCheck", "verdict", "verify_run"]
 
-_SEQ_ONLY = pa.schema([pa.field(SEQ, pa.int64())])
 # Shards read at once: inflating, hashing and reading from an object store release the GIL, so
 # a thread per core (and two more to cover a store's latency) keeps every core busy.
 _READERS = min(8, (os.cpu_count() or 1) + 2)
 
-_ShardRead = Future  # of (problems, seq or None): one shard checked by _check_shard
 
 
 @dataclass
@@ -52,7 +46,8 @@ class StageCheck:
         return not self.problems
 
 
-def verify_run(root: Folder | str, run_id: str) -> list[StageCheck]:
+def verify_run(root: Folder | str, run_id: str, reads: ShardReads | None = None
+               ) -> list[StageCheck]:
     """Check each committed stage of a run, in pipeline order.
 
     Checks: the accounting (records_in + exploded = records_out + filtered + dead_lettered);
@@ -60,6 +55,9 @@ def verify_run(root: Folder | str, run_id: str) -> list[StageCheck]:
     and across shards; the seq digest of the whole output; and coverage against the stage's
     input (every output seq and dead letter comes from the input, the rest are counted as
     filtered).
+
+    `reads`: the shards the run read back as it went (`seqline run`), taken where clean;
+    verify reads the others, and closes it.
 
     Raises:
         RunNotFound: there is no such run.
@@ -78,18 +76,20 @@ def verify_run(root: Folder | str, run_id: str) -> list[StageCheck]:
         # every stage's shards are read ahead, in pipeline order, while earlier stages are
         # checked; each stage then takes its shards' results in manifest order
         stages = [(d, read_manifest(d)) for d in _stage_dirs(folder)]
-        reads = [_read_shards(pool, d, m) for d, m in stages]
-        for (stage_dir, manifest), shard_reads in zip(stages, reads, strict=True):
+        shard_reads = [_read_shards(pool, d, m, reads) for d, m in stages]
+        for (stage_dir, manifest), stage_reads in zip(stages, shard_reads, strict=True):
             check = StageCheck(manifest["stage"], manifest["component"],
                                manifest["records_out"], len(manifest.get("shards") or []))
             source = manifest.get("input") or previous
             seq = _check_stage(stage_dir, manifest, outputs.get(source) if source else None,
-                               check, shard_reads)
+                               check, stage_reads)
             outputs[check.stage] = seq
             checks.append(check)
             previous = check.stage
     finally:  # on an error, shards not yet read are not read
         pool.shutdown(cancel_futures=True)
+        if reads is not None:
+            reads.close()
     _save_verdict(folder, checks)
     return checks
 
@@ -120,7 +120,7 @@ def _stage_dirs(folder: Folder) -> list[Folder]:
 
 
 def _check_stage(stage_dir: Folder, m: dict[str, Any], upstream: np.ndarray | None,
-                 check: StageCheck, shard_reads: list[_ShardRead]) -> np.ndarray | None:
+                 check: StageCheck, shard_reads: list[ShardRead]) -> np.ndarray | None:
     problems = check.problems
     if m["records_in"] + m["exploded"] != m["records_out"] + m["filtered"] + m["dead_lettered"]:
         problems.append(
@@ -196,15 +196,22 @@ def _check_uploaded(stage_dir: Folder, m: dict[str, Any], problems: list[str]) -
                 f"{stored[name]} bytes, manifest says {size}"))
 
 
-def _read_shards(pool: ThreadPoolExecutor, stage_dir: Folder, m: dict[str, Any]
-                 ) -> list[_ShardRead]:
+def _read_shards(pool: ThreadPoolExecutor, stage_dir: Folder, m: dict[str, Any],
+                 reads: ShardReads | None) -> list[ShardRead]:
     if m.get("format") != "tfrecord":
         return []
-    return [pool.submit(_check_shard, stage_dir, i, shard, m["compression"])
+    return [pool.submit(_read_shard, stage_dir, i, shard, m["compression"], m["stage"], reads)
             for i, shard in enumerate(m["shards"])]
 
 
-def _check_shards(reads: list[_ShardRead], m: dict[str, Any], problems: list[str]
+def _read_shard(stage_dir: Folder, i: int, shard: dict[str, Any], compression: str, stage: str,
+                reads: ShardReads | None) -> tuple[list[str], np.ndarray | None]:
+    """A clean read of the shard during the run, if there was one; else a read now."""
+    seq = reads.taken(stage, i, shard) if reads is not None else None
+    return ([], seq) if seq is not None else check_shard(stage_dir, i, shard, compression)
+
+
+def _check_shards(reads: list[ShardRead], m: dict[str, Any], problems: list[str]
                   ) -> np.ndarray | None:
     """The stage's seq, shard after shard; None from the first shard that cannot be read.
 
@@ -229,36 +236,6 @@ def _check_shards(reads: list[_ShardRead], m: dict[str, Any], problems: list[str
         for read in reads:  # after an unreadable shard, the rest are not needed
             read.cancel()
     return np.concatenate(parts) if parts else np.empty(0, np.int64)
-
-
-def _check_shard(stage_dir: Folder, i: int, shard: dict[str, Any], compression: str
-                 ) -> tuple[list[str], np.ndarray | None]:
-    """One shard's problems and seq (None if it cannot be read), from one read of its bytes."""
-    name = f"shard {i} ({shard['path']})"
-    path = stage_dir / shard["path"]
-    if not path.exists():
-        return [f"{name}: file missing"], None
-    problems = []
-    data = path.read_bytes()
-    if len(data) != shard["bytes"]:
-        problems.append(f"{name}: {len(data)} bytes, manifest says {shard['bytes']}")
-    vouched = hashlib.sha256(data).hexdigest() == shard["sha256"]
-    if not vouched:
-        problems.append(f"{name}: checksum differs from the manifest's: the bytes changed")
-    seq = scan_seq(data, compression, vouched=vouched)  # framing and seq, Examples undecoded
-    if seq is None:  # not as seqline writes shards: the exact reader says what is wrong
-        try:
-            records = [r for chunk in iter_records(io.BytesIO(data), str(path), compression)
-                       for r in chunk]  # the bytes just checked, not a second read
-            seq = seq_of(decode(records, _SEQ_ONLY))
-        except CorruptRecord as exc:
-            return [*problems, f"{name}: unreadable: {exc}"], None
-    if len(seq) != shard["records"]:
-        problems.append(f"{name}: {len(seq)} records, manifest says {shard['records']}")
-    if len(seq) and (seq[0], seq[-1]) != (shard["seq_first"], shard["seq_last"]):
-        problems.append(f"{name}: seq {seq[0]}..{seq[-1]}, manifest says "
-                        f"{shard['seq_first']}..{shard['seq_last']}")
-    return problems, seq
 
 
 def _check_order(seq: np.ndarray, m: dict[str, Any], problems: list[str]) -> bool:

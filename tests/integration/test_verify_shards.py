@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from seqline.orchestration.cli import app
+from seqline.orchestration.shard_reads import ShardReads
 from seqline.orchestration.verify import verdict, verify_run
 from seqline.pipeline.artifacts import VERDICT, read_manifest
 from seqline.pipeline.storage import Folder, open_root, write_json
@@ -151,3 +152,37 @@ def test_verify_shards_only_problems_up_to_the_first_unreadable_shard_count(run)
     errors = [_store(run, "write", i, _framed(run, "write", i)[:-1]) for i in (1, 3)]
     assert _problems(run) == [
         f"{_name(run, 'write', 1)}: unreadable: {errors[0]}"]
+
+
+def _read_during_the_run(run: Folder, stage: str) -> ShardReads:
+    """Shards of `stage` read back as `seqline run` reads them while the stage goes."""
+    manifest = read_manifest(run / stage)
+    reads = ShardReads()
+    for i, shard in enumerate(manifest["shards"]):
+        reads.read(stage, i, run / stage, shard, manifest["compression"])
+    for read in list(reads._reads.values()):  # every read done, as by the run's end
+        read.result()
+    return reads
+
+
+def test_verify_shards_read_during_the_run_are_taken_at_its_end(run):
+    """A clean read made during the run is verify's read of that shard: bytes changed after
+    it (after the run, then) are the next `seqline verify`'s to find, not this one's."""
+    reads = _read_during_the_run(run, "more")
+    framed = bytearray(_framed(run, "more", 1))
+    framed[20] ^= 0x01
+    _store(run, "more", 1, bytes(framed), fix_manifest=False)
+    checks = verify_run(run.parent.parent, "r", reads)
+    assert [p for c in checks for p in c.problems] == []
+    assert _problems(run) != []  # read at the end, without the reads: found
+
+
+def test_verify_shards_a_shard_damaged_before_its_read_is_named_as_a_read_at_the_end_names_it(
+        run):
+    framed = bytearray(_framed(run, "more", 2))
+    framed[20] ^= 0x01
+    _store(run, "more", 2, bytes(framed), fix_manifest=False)
+    reads = _read_during_the_run(run, "more")
+    checks = verify_run(run.parent.parent, "r", reads)
+    found = [f"{c.stage}: {p}" for c in checks for p in c.problems]
+    assert found and found == _problems(run)
