@@ -88,7 +88,7 @@ class AdaptiveWindow:
 
     A fixed window counts results held for order against the work it hands out, so behind a
     straggler the workers run out of blocks while finished ones wait: ordering then costs
-    throughput (0.85 of unordered at 4x workers, RESULTS.md row 1). This window counts only
+    throughput (0.85 of unordered at 4x workers; decision 61). This window counts only
     blocks not yet finished: it is `start` plus the results held, so the engine always has
     `start` blocks to run, as it would if results left as they finish. What ordering costs is
     then only the memory of held results, bounded by MAX_HELD_BYTES and MAX_BLOCKS_PER_WORKER;
