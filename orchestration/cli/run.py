@@ -122,9 +122,11 @@ def run(
     if runner is RunnerName.local and not dry_run:
         # First: the local workers' fork server imports Arrow and the coders in its own
         # process while this one imports the rest (decision 49: a tiny run 0.2 s sooner).
+        # Its workers inherit its stdout: with --json, stderr, as the run's own below.
         from seqline.orchestration.runners.forked import PRELOAD, start_early
 
-        start_early(PRELOAD)
+        with stdout_to_stderr(as_json):
+            start_early(PRELOAD)
     # Here, not at the top: the components, the executor and the store load Arrow, pydantic
     # and SQLAlchemy, which `seqline --help` and the other commands do not need.
     from seqline.components import COMPONENTS
