@@ -316,12 +316,12 @@ def _runner(options: RunOptions, bus: EventBus) -> Iterator[Runner]:
 def _ended(bus: EventBus, plan: RunPlan, status: str, error: BaseException | None = None
            ) -> None:
     ran = len(plan.running)
-    if error is None:
-        return bus.publish(RunEnded(status=status, ran=ran, reused=len(plan.steps) - ran))
+    stage_error = error if isinstance(error, StageError) else None
     bus.publish(RunEnded(status=status, ran=ran, reused=len(plan.steps) - ran,
-                         message=error_line(error), traceback=error_traceback(error),
-                         error_stage=error.stage if isinstance(error, StageError) else None,
-                         error_seq=error.seq if isinstance(error, StageError) else None))
+                         message=error_line(error) if error else None,
+                         traceback=error_traceback(error) if error else None,
+                         error_stage=stage_error.stage if stage_error else None,
+                         error_seq=stage_error.seq if stage_error else None))
 
 
 def _open_record(runs: RunStore, spec: PipelineSpec, plan: RunPlan,

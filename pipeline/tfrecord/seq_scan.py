@@ -139,14 +139,11 @@ def _seq_first(view: np.ndarray, at: np.ndarray, lengths: np.ndarray) -> np.ndar
     features = _field(view, at, end, _EMBEDDED)
     if features is None or not np.array_equal(features[1], end) or (features[0] == end).any():
         return None
-    entry = _field(view, features[0], end, _EMBEDDED)
-    key = None if entry is None else _field(view, entry[0], entry[1], _EMBEDDED)
-    if entry is None or key is None or not _is_key(view, key[0], key[1] - key[0]).all():
+    seq_at = np.full(len(at), -1, np.int64)
+    entry_end = _map_entry(view, features[0], end, seq_at, np.arange(len(at)))
+    if entry_end is None or (seq_at < 0).any():
         return None
-    feature = _field(view, key[1], entry[1], _VALUE)
-    if feature is None or not np.array_equal(feature[1], entry[1]):
-        return None
-    return _one_int64(view, feature[0], entry[1])
+    return _one_int64(view, seq_at, entry_end)
 
 
 def _map_entry(view: np.ndarray, at: np.ndarray, end: np.ndarray, seq_at: np.ndarray,
