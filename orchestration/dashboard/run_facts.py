@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from seqline.pipeline.reorder import AdaptiveWindow
+
 __all__ = ["options_in_words"]
 
-# Blocks in flight per stage when --window is not given: 4 per worker (runners/base.py).
+# Blocks in flight per stage when --window is not given: 4 per worker (runners/base.py), and
+# more while a slow block holds finished ones back (AdaptiveWindow).
 WINDOW_PER_WORKER = 4
 
 
@@ -14,8 +17,8 @@ def options_in_words(options: dict[str, Any] | None, runner: str) -> list[str]:
     """A run's recorded options (RunOptions.recorded and its engine's) as short phrases.
 
     Example: {"workers": 2, "window": None, "queue": 4, "overlap": True, "cache": True} on
-    local -> ["2 workers", "up to 8 blocks in flight per stage (4 per worker)", "4 blocks
-    queued between stages", "stages overlap", "cache on"].
+    local -> ["2 workers", "8 blocks in flight per stage (4 per worker), up to 64 behind a
+    slow block", "4 blocks queued between stages", "stages overlap", "cache on"].
     """
     found = dict(options or {})
     workers = found.pop("workers", None)
@@ -23,10 +26,10 @@ def options_in_words(options: dict[str, Any] | None, runner: str) -> list[str]:
     if workers is not None:
         words.append(f"{workers} worker{'s' if workers != 1 else ''}")
     if "window" in found:
-        window = found.pop("window")
+        window, start = found.pop("window"), WINDOW_PER_WORKER * (workers or 1)
         words.append(f"up to {window} blocks in flight per stage" if window is not None else
-                     f"up to {WINDOW_PER_WORKER * (workers or 1)} blocks in flight per stage "
-                     f"({WINDOW_PER_WORKER} per worker)")
+                     f"{start} blocks in flight per stage ({WINDOW_PER_WORKER} per worker), "
+                     f"up to {AdaptiveWindow.widest(start, workers or 1)} behind a slow block")
     if "queue" in found:
         words.append(f"{found.pop('queue')} blocks queued between stages")
     if "overlap" in found:

@@ -119,9 +119,9 @@ def test_times_read_as_local_times_and_how_long_ago(server, page):
 def test_a_runs_options_read_as_words(server, page):
     page.goto(server.url + "/runs/demo-a")
     runner = page.locator("table.facts tr", has_text="runner").last
-    expect(runner).to_contain_text("local: 2 workers · up to 8 blocks in flight per stage "
-                                   "(4 per worker) · 4 blocks queued between stages · stages "
-                                   "overlap · cache on")
+    expect(runner).to_contain_text("local: 2 workers · 8 blocks in flight per stage (4 per "
+                                   "worker), up to 64 behind a slow block · 4 blocks queued "
+                                   "between stages · stages overlap · cache on")
     assert "=" not in runner.inner_text()
     assert page.problems == []
 
