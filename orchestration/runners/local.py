@@ -104,6 +104,7 @@ class LocalRunner(Runner):
         """Replace the broken pool of `generation`, once: by the first to see it broken, once
         every worker has stopped, so that the markers left say which blocks killed theirs."""
         if generation == self._generation and self._pool is not None:
+            _stop_workers(self._pool)
             self._pool.shutdown(wait=True)
             self._pool = None
             self._generation += 1
@@ -158,11 +159,8 @@ class LocalRunner(Runner):
     def abort(self) -> None:
         with self._lock:
             self._aborted = True
-            if isinstance(self._pool, ProcessPoolExecutor):
-                # SIGTERM: each worker removes its marker and exits; the pool breaks, and
-                # every wait on it returns. (The pool has no public way to stop running work.)
-                for process in list(self._pool._processes.values()):  # type: ignore[attr-defined]
-                    process.terminate()
+            if self._pool is not None:
+                _stop_workers(self._pool)  # the pool breaks, and every wait on it returns
 
     def cancel(self, handles: list[_Job]) -> None:
         for job in handles:
@@ -170,7 +168,23 @@ class LocalRunner(Runner):
 
     def close(self) -> None:
         if self._pool is not None:
+            if getattr(self._pool, "_broken", False):  # waited for below: see _stop_workers
+                _stop_workers(self._pool)
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         if self._markers:
             shutil.rmtree(self._markers, ignore_errors=True)
+
+
+def _stop_workers(pool: Executor) -> None:
+    """SIGTERM every worker of a process pool: each removes its marker and exits.
+
+    The pool has no public way to stop running work. And a broken pool is waited for only once
+    all its workers have exited: CPython's pool (3.11 here) stops those it knows of as it
+    breaks, but a worker that a submit was starting at that moment (submit starts workers
+    under a lock the pool's manager does not take to stop them) is never stopped, and the wait
+    never ends. Our submits and this run under the runner's lock, so none is under way here.
+    """
+    if isinstance(pool, ProcessPoolExecutor):
+        for process in list(pool._processes.values()):  # type: ignore[attr-defined]
+            process.terminate()

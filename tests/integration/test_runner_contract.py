@@ -126,11 +126,16 @@ def test_runner_window_allows_parallel_work(runner_factory, tmp_path):
 
 def test_runner_default_window_keeps_workers_busy_behind_a_straggler(runner_factory, tmp_path):
     """Without --window the window widens while the head of the line holds results back: the
-    other worker goes on past 4x workers blocks while block 0 sleeps (decision 61)."""
+    other worker goes on past 4x workers blocks while block 0 waits (decision 61).
+
+    Block 0 waits until more than twice the fixed window's blocks are done behind it (or a
+    minute): a fixed window never lets that many go on, and fails the test after the minute.
+    """
     if runner_factory.case.startswith("beam"):
         pytest.skip("Beam runs a stage as one batch job: it has no reorder window to widen")
     runner = runner_factory(workers=2)
-    _, seq = _collect(runner, _task("latency:straggler", log_dir=str(tmp_path)), _blocks(1000, 10))
+    task = _task("latency:straggler", log_dir=str(tmp_path), until_done=2 * runner.window + 1)
+    _, seq = _collect(runner, task, _blocks(1000, 10))
     assert np.array_equal(seq, np.arange(1000))
     spans = _spans(tmp_path)
     slow_end = spans[0][1]

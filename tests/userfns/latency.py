@@ -28,6 +28,15 @@ def _log_span(log_dir: str | None, first_seq: int, start: float) -> None:
 MEET_TIMEOUT_S = 60.0
 
 
+def _spans_logged(log_dir: str) -> int:
+    total = 0
+    for name in os.listdir(log_dir):
+        if name.startswith("spans-"):
+            with open(os.path.join(log_dir, name)) as f:
+                total += sum(1 for _ in f)
+    return total
+
+
 def _meet(log_dir: str, first_seq: int, meet: int) -> None:
     """Say this block started, then wait until `meet` blocks have (or MEET_TIMEOUT_S passed):
     blocks that can run at once then do, however slowly the machine starts its workers."""
@@ -63,11 +72,21 @@ def skewed(batch: pa.RecordBatch, base_ms: float = 1.0, slow_every: int = 20,
 
 
 def straggler(batch: pa.RecordBatch, seq: int = 0, slow_s: float = 2.0, base_ms: float = 5.0,
-              log_dir: str | None = None) -> pa.RecordBatch:
-    """The block holding `seq` sleeps `slow_s`, every other one `base_ms`; spans logged."""
+              log_dir: str | None = None, until_done: int = 0) -> pa.RecordBatch:
+    """The block holding `seq` sleeps `slow_s`, every other one `base_ms`; spans logged.
+
+    With `until_done`, the slow block instead waits until that many other blocks have logged
+    their spans (or MEET_TIMEOUT_S passed): however slowly a loaded machine runs the others,
+    it is slow for as long as a runner lets them go on past it.
+    """
     start = time.time()
     slow = pc.any(pc.equal(batch.column(SEQ), seq)).as_py()
-    time.sleep(slow_s if slow else base_ms / 1000)
+    if slow and log_dir and until_done:
+        deadline = time.monotonic() + MEET_TIMEOUT_S
+        while _spans_logged(log_dir) < until_done and time.monotonic() < deadline:
+            time.sleep(0.005)
+    else:
+        time.sleep(slow_s if slow else base_ms / 1000)
     _log_span(log_dir, int(batch.column(SEQ)[0].as_py()), start)
     return double(batch)
 
