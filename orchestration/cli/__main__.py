@@ -1,5 +1,5 @@
 """`python -m seqline.orchestration.cli`: the `seqline` console script."""
 
-from seqline.orchestration.cli.main import main_command
+from seqline.orchestration.cli import main_command
 
 main_command()

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from importlib.util import find_spec
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +53,18 @@ def test_a_block_submitted_to_a_pool_broken_since_runs_on_a_fresh_one_uncharged(
         runner.close()
 
 
+@pytest.mark.skipif(find_spec("pandas") is None, reason="pandas is not installed")
+def test_workers_start_with_pandas_imported():
+    """pyarrow imports pandas the first time it converts a NumPy array (0.2 s of CPU): the fork
+    server imports it once, so a worker's first block does not."""
+    task = preprocess.make_task(new_stage("features", "preprocess",
+                                          {"fn": "latency:stamp_imported"}), USERFNS, USERFNS)
+    blocks = to_blocks([pa.record_batch({"x": np.arange(20, dtype=np.int64)})], 10)
+    with LocalRunner(workers=2) as runner:
+        results = list(runner.map_blocks(dataclasses.replace(task, sink=None), blocks))
+    assert [r.batch.column("imported").to_pylist() for r in results] == [[True] * 10] * 2
+
+
 EARLY = """
 import dataclasses, json, sys
 import numpy as np, pyarrow as pa
@@ -83,3 +96,49 @@ def test_a_fork_server_started_early_is_the_one_the_local_pool_forks_from():
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.splitlines()[-1])
     assert found["server"] is not None and found["parents"] == [found["server"]]
+
+
+CONSOLE = """
+import json, sys
+from seqline.orchestration.runners.forked import PRELOAD, server_pid
+
+found = {}
+
+
+class Watch:  # notes the fork server as the app's first import (typer) is asked for
+    def find_spec(self, name, path=None, target=None):
+        if name == "typer" and "server" not in found:
+            found["server"] = server_pid(PRELOAD)
+
+
+sys.meta_path.insert(0, Watch())
+sys.argv = ["seqline", "run", sys.argv[1], "--root", sys.argv[2], *sys.argv[3:]]
+from seqline.orchestration.cli import main_command
+try:
+    main_command()
+except SystemExit as exc:
+    found["exit"] = exc.code
+print(json.dumps(found), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(("options", "early"), [(["--no-cache"], True),
+                                                (["--runner", "beam", "--dry-run"], False),
+                                                (["--json"], False)])
+def test_the_console_script_starts_a_local_runs_fork_server_before_the_app(tmp_path, options,
+                                                                           early):
+    """A local `seqline run` starts its workers' fork server before it imports the app (typer,
+    the commands): not for another runner, nor a dry run, nor --json (whose run starts it with
+    stdout onto stderr)."""
+    (tmp_path / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(100)))
+    (tmp_path / "latency.py").write_text((USERFNS / "latency.py").read_text())
+    (tmp_path / "p.yaml").write_text(
+        "name: early\nstages:\n"
+        "  - {name: read, component: ingest, params: {format: csv, paths: [in.csv]}}\n"
+        "  - {name: twice, component: preprocess, params: {fn: 'latency:double'}}\n")
+    done = subprocess.run([sys.executable, "-c", CONSOLE, str(tmp_path / "p.yaml"),
+                           str(tmp_path / "root"), *options], capture_output=True, text=True,
+                          timeout=120)
+    found = json.loads(done.stderr.splitlines()[-1])
+    assert found.get("exit", 0) == 0, done.stderr[-3000:]
+    assert (found["server"] is not None) == early, found

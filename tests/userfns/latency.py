@@ -6,6 +6,7 @@ workers import them for real.
 
 import os
 import signal
+import sys
 import time
 
 import numpy as np
@@ -164,3 +165,9 @@ def stamp_pid(batch: pa.RecordBatch, column: str = "pid", base_ms: float = 1.0, 
     pid = os.getppid() if parent else os.getpid()
     out = batch.append_column(column, pa.array([pid] * batch.num_rows, pa.int64()))
     return out if below is None else out.filter(pc.less(out.column(SEQ), below))
+
+
+def stamp_imported(batch: pa.RecordBatch, module: str = "pandas") -> pa.RecordBatch:
+    """Add whether `module` was imported in this worker before this call, as `imported`."""
+    imported = module in sys.modules  # first: building the column may import it
+    return batch.append_column("imported", pa.array([imported] * batch.num_rows, pa.bool_()))
