@@ -33,7 +33,7 @@ from seqline.pipeline.tfrecord.framing import (
 __all__ = ["scan_seq"]
 
 _KEY = SEQ.encode()
-_KEY_BYTES = np.frombuffer(_KEY, np.uint8)
+_KEY_WORDS = struct.unpack("<II", _KEY[:4] + _KEY[3:])
 _EMBEDDED = 0x0A  # field 1, length-delimited: Example.features, Features.feature, MapEntry.key
 _VALUE = 0x12  # field 2, length-delimited: MapEntry.value (the Feature)
 _INT64_LIST = 0x1A  # field 3 of Feature (bytes_list is 0x0a, float_list 0x12)
@@ -71,7 +71,7 @@ def scan_seq(data: bytes, compression: str, *, vouched: bool = False) -> np.ndar
     if starts is None:
         return None
     view = np.frombuffer(buffer, np.uint8)
-    lengths = _framed_lengths(view, starts)
+    lengths = _framed_lengths(buffer, starts)
     if lengths is None:
         return None
     if vouched:
@@ -94,11 +94,28 @@ def _record_starts(buffer: bytes) -> np.ndarray | None:
     return np.array(starts, np.int64) if pos == size else None
 
 
-def _framed_lengths(view: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
-    """Each record's length, if every length's CRC matches."""
-    lengths = view[starts[:, None] + np.arange(8)].view("<u8").ravel().astype(np.int64)
-    stored = view[starts[:, None] + np.arange(8, 12)].view("<u4").ravel()
+def _framed_lengths(buffer: bytes, starts: np.ndarray) -> np.ndarray | None:
+    """Each record's length, if every length's CRC matches.
+
+    The walk has checked that each record ends where the next starts, so a length is the gap
+    between starts less the framing; only the stored CRCs are gathered (at any byte offset,
+    from four aligned uint32 views of the buffer: no 2-D index arrays).
+    """
+    lengths = np.diff(starts, append=len(buffer)) - (_HEADER + _FOOTER)
+    stored = _uint32s_at(buffer, starts + 8)
     return lengths if np.array_equal(stored, _length_crcs(lengths)) else None
+
+
+def _uint32s_at(buffer: bytes | np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The little-endian uint32 at each byte offset `at` (each at least 4 bytes from the end)."""
+    out = np.empty(len(at), np.uint32)
+    phase = at & 3
+    for k in range(4):
+        rows = np.flatnonzero(phase == k)
+        if len(rows):
+            words = np.frombuffer(buffer, "<u4", (len(buffer) - k) // 4, k)
+            out[rows] = words[(at[rows] - k) >> 2]
+    return out
 
 
 def _data_crcs_match(buffer: bytes, view: np.ndarray, starts: np.ndarray,
@@ -180,9 +197,14 @@ def _field(view: np.ndarray, at: np.ndarray, end: np.ndarray, tag: int | None
     if (at + 1 >= end).any() or (tag is not None and (view[at] != tag).any()):
         return None
     first = view[at + 1].astype(np.int64)
-    if (first < 0x80).all():  # the usual case: every length fits one byte
+    two = first >= 0x80
+    if not two.any():  # the usual case: every length fits one byte
         payload = at + 2
         stop = payload + first
+    elif not (at + 2 >= end).any() and (view[at + 2] < 0x80).all():  # an Example: two bytes
+        second = view[at + 2].astype(np.int64)
+        payload = at + 2 + two
+        stop = payload + np.where(two, (first & 0x7F) | (second << 7), first)
     else:
         length, size = _varint(view, at + 1, end)
         if size is None or (length >= 1 << 40).any():  # 2^40: beyond any record, int64-safe
@@ -204,10 +226,12 @@ def _lists_span(view: np.ndarray, at: np.ndarray, end: np.ndarray) -> bool:
 
 
 def _is_key(view: np.ndarray, at: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """Which keys (at `at`, of `length` bytes) are `__seq__`."""
+    """Which keys (at `at`, of `length` bytes) are `__seq__`: its 7 bytes as two overlapping
+    uint32 compares (bytes 0-3 and 3-6)."""
     match = length == len(_KEY)
     rows = np.flatnonzero(match)
-    match[rows] = (view[at[rows, None] + np.arange(len(_KEY))] == _KEY_BYTES).all(axis=1)
+    match[rows] = ((_uint32s_at(view, at[rows]) == _KEY_WORDS[0])
+                   & (_uint32s_at(view, at[rows] + 3) == _KEY_WORDS[1]))
     return match
 
 
@@ -229,19 +253,32 @@ def _varint(view: np.ndarray, at: np.ndarray, end: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray | None]:
     """The varint at each position, read before `end`: value (uint64) and size in bytes.
 
-    The size is None if a varint runs past its `end` or is longer than ten bytes.
+    The size is None if a varint runs past its `end` or is longer than ten bytes. While every
+    varint goes on (a shard's seq all take 3 bytes past 16,384) whole arrays are used; only
+    once some stop are the rest followed by index.
     """
     value = np.zeros(len(at), np.uint64)
     size = np.zeros(len(at), np.int64)
-    going = np.arange(len(at))
+    going: np.ndarray | None = None  # None: every row still going
+    if not len(at):
+        return value, size
     for k in range(_VARINT_MAX):
-        if not len(going):
-            return value, size
-        where = at[going] + k
-        if (where >= end[going]).any():
+        where, stop = (at + k, end) if going is None else (at[going] + k, end[going])
+        if (where >= stop).any():
             return value, None
         byte = view[where]
-        value[going] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        size[going] += 1
-        going = going[byte >= 0x80]
-    return value, (None if len(going) else size)
+        part = (byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        if going is None:
+            value |= part
+            size += 1
+            more = byte >= 0x80
+            if more.all():
+                continue
+            going = np.flatnonzero(more)
+        else:
+            value[going] |= part
+            size[going] += 1
+            going = going[byte >= 0x80]
+        if not len(going):
+            return value, size
+    return value, None

@@ -56,6 +56,27 @@ def test_seq_scan_gives_the_exact_readers_seq(compression, n, first):
     np.testing.assert_array_equal(found, _exact(data, compression))
 
 
+def test_seq_scan_of_a_shard_of_similar_records_reads_each_length_and_seq():
+    """A shard as a stage writes it: thousands of records whose lengths span a narrow range
+    (length CRCs looked up per length), at every byte alignment, seq past 16,384 (three-byte
+    varints in every row) and a few one-byte ones first."""
+    n = 5000
+    columns = {"x": pa.array(np.arange(n) % 37),
+               "note": pa.array(["y" * (i % 3) for i in range(n)]),
+               SEQ: pa.array(np.arange(n) + np.where(np.arange(n) < 3, 0, 20_000), pa.int64())}
+    records = encode(normalize(pa.record_batch(columns))).to_pylist()
+    assert len({len(r) for r in records}) > 3
+    for compression in ("none", "gzip"):
+        data = _shard(records, compression)
+        for vouched in (False, True):
+            found = scan_seq(data, compression, vouched=vouched)
+            assert found is not None
+            np.testing.assert_array_equal(found, _exact(data, compression))
+    damaged = bytearray(_shard(records, "none"))
+    damaged[len(frame(records[:4000])) + 8] ^= 1  # the length CRC of record 4000
+    assert scan_seq(bytes(damaged), "none") is None
+
+
 @pytest.mark.parametrize("upper", [False, True], ids=["seq first", "seq second"])
 @pytest.mark.parametrize(("n", "first"), [(1, 0), (300, 0), (50, 2 ** 40)])
 def test_seq_scan_of_vouched_bytes_gives_the_exact_readers_seq(n, first, upper):
