@@ -3,8 +3,9 @@
 tfx-bsl's encoder writes each Example's feature map in protobuf's hash order, which changes
 from call to call. The bytes of a record must not depend on the call (the same records give the
 same shards on every runner), so the map entries of every row are re-ordered by feature name:
-the entries are located with vectorized varint reads, one column position at a time, and the
-bytes are permuted with one NumPy gather. Each entry's own bytes are left as they are.
+the entries are located with vectorized varint reads, one column position at a time, and
+moved to their places with one Arrow take over the entries' spans. Each entry's own bytes are
+left as they are.
 
 Wire format (protobuf): Example = 0x0a varint(len) Features; Features = entries, each
 0x0a varint(len) MapEntry; MapEntry = 0x0a varint(len) key, 0x12 varint(len) Feature.
@@ -31,34 +32,37 @@ def in_name_order(examples: pa.BinaryArray, names: list[str]) -> pa.BinaryArray 
         return None
     identify = _Identify(ordered)
     offsets = np.frombuffer(examples.buffers()[1], np.int32, len(examples) + 1,
-                            examples.offset).astype(np.int64)
+                            examples.offset * 4).astype(np.int64)  # bytes: int32s
     data = np.frombuffer(examples.buffers()[2], np.uint8)
     n, c = len(examples), len(names)
     starts = np.empty((n, c + 1), np.int64)  # per row: the header, then each entry
-    lengths = np.empty((n, c + 1), np.int64)
     rank = np.empty((n, c + 1), np.int64)
     _, size = _varint(data, offsets[:-1] + 1)
-    starts[:, 0], lengths[:, 0], rank[:, 0] = offsets[:-1], 1 + size, -1
+    starts[:, 0], rank[:, 0] = offsets[:-1], -1
     pos = offsets[:-1] + 1 + size
     for k in range(1, c + 1):
         entry, size = _varint(data, pos + 1)
         key_length, key_size = _varint(data, pos + 1 + size + 1)
         key_at = pos + 1 + size + 1 + key_size
         rank[:, k] = identify(data, key_at, key_length)
-        starts[:, k], lengths[:, k] = pos, 1 + size + entry
+        starts[:, k] = pos
         pos = pos + 1 + size + entry
     if (rank[:, 1:] < 0).any() or not np.array_equal(pos, offsets[1:]):
         return None  # not the layout expected: leave it to the column-by-column path
-    order = np.argsort(rank, axis=1, kind="stable")
-    src = np.take_along_axis(starts, order, axis=1).ravel()
-    size = np.take_along_axis(lengths, order, axis=1).ravel()
-    dst = np.concatenate([[0], np.cumsum(size)[:-1]]) + offsets[0]
-    index = np.int32 if offsets[-1] < np.iinfo(np.int32).max else np.int64  # half the traffic
-    gather = np.repeat((src - dst).astype(index), size)
-    gather += np.arange(offsets[0], offsets[-1], dtype=index)
-    out = data[gather]
+    if (rank == rank[0]).all():  # the usual case: one order for every row of the call
+        flat = (np.arange(n)[:, None] * (c + 1) + np.argsort(rank[0], kind="stable")).ravel()
+    else:
+        flat = (np.argsort(rank, axis=1, kind="stable") + (np.arange(n) * (c + 1))[:, None]
+                ).ravel()
+    # Every row's header and entries, in stored order, are consecutive spans of the data:
+    # as one binary array over the same buffer (no copy), Arrow's take moves each span once
+    # to its place. Each row keeps its length, so the rows' offsets stay as they were.
+    bounds = np.append(starts.ravel(), offsets[-1]).astype(np.int32)
+    spans = pa.Array.from_buffers(pa.binary(), n * (c + 1),
+                                  [None, pa.py_buffer(bounds), examples.buffers()[2]])
+    moved = spans.take(pa.array(flat))
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
-        (offsets - offsets[0]).astype(np.int32)), pa.py_buffer(out)])
+        (offsets - offsets[0]).astype(np.int32)), moved.buffers()[2]])
 
 
 def _varint(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

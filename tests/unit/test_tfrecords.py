@@ -177,3 +177,12 @@ def test_tfrecords_reordering_one_encoding_gives_the_column_by_column_bytes():
     joined = pa.compute.binary_join_element_wise(*slow, b"")
     expected = pa.compute.binary_join_element_wise(coding._tagged_lengths(joined), joined, b"")
     assert fast is not None and fast.equals(expected)
+    # rows whose entries come in different orders (odd rows backwards), and a slice of them
+    backwards = pa.compute.binary_join_element_wise(*slow[::-1], b"")
+    backwards = pa.compute.binary_join_element_wise(coding._tagged_lengths(backwards),
+                                                    backwards, b"")
+    mixed = pa.array([b if i % 2 else e for i, (e, b) in
+                      enumerate(zip(expected.to_pylist(), backwards.to_pylist(), strict=True))],
+                     pa.binary())
+    assert in_name_order(mixed, batch.schema.names).equals(expected)
+    assert in_name_order(mixed.slice(3), batch.schema.names).equals(expected.slice(3))
