@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from seqline.pipeline.arrays import binaries, empties, int64s
 from seqline.pipeline.tfrecord.example_order import in_name_order
 from seqline.pipeline.tfrecord.framing import CorruptRecord
+from seqline.pipeline.tfrecord.scalar_encoder import encode_scalars
 
 __all__ = ["decode", "encode", "normalize", "schema_from_text", "schema_to_text"]
 
@@ -63,16 +64,21 @@ def _scalar_type(name: str, t: pa.DataType, nested: bool = False) -> pa.DataType
 def encode(batch: pa.RecordBatch) -> pa.BinaryArray:
     """Serialize a normalized batch as tf.train.Example protos, one per row, in C++.
 
-    tfx-bsl's encoder writes an Example's feature map in protobuf's hash order, which varies
-    from call to call; the same records must give the same bytes on every runner. So the
-    entries of every row are put in name order (example_order.py): the canonical form C++
-    protobuf's deterministic serialization gives, with no per-row Python. If the names cannot
-    be told apart cheaply, each column is encoded alone (a one-entry map has one order) and
-    the features are joined per row in name order with Arrow kernels, at about twice the cost.
+    The entries of every row are in name order: the canonical form C++ protobuf's
+    deterministic serialization gives, so the same records give the same bytes on every
+    runner. A batch of scalar columns (the usual case) is written with NumPy and Arrow kernels
+    (scalar_encoder.py, 5x faster). Others go to tfx-bsl's encoder, which writes a feature map
+    in protobuf's hash order, varying from call to call: the entries of every row are then put
+    in name order (example_order.py). If the names cannot be told apart cheaply, each column
+    is encoded alone (a one-entry map has one order) and the features are joined per row in
+    name order with Arrow kernels, at about twice the cost.
 
     Example: a row {x: 3, name: "a"} becomes an Example with features name: bytes_list [b"a"]
     and x: int64_list [3], in that order; a null becomes a feature with no value.
     """
+    scalars = encode_scalars(batch)
+    if scalars is not None:
+        return scalars
     columns = [_as_feature(col) for col in batch.columns]
     whole = pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
     ordered = in_name_order(binaries(_encoder().encode(whole)), batch.schema.names)
