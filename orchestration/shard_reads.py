@@ -15,19 +15,20 @@ import numpy as np
 import pyarrow as pa
 
 from seqline.pipeline.blocks import SEQ, seq_of
-from seqline.pipeline.storage import Folder
+from seqline.pipeline.storage import Folder, folder
+from seqline.pipeline.tasks import ShardCheck
 from seqline.pipeline.tfrecord import CorruptRecord, decode, iter_records
 from seqline.pipeline.tfrecord.seq_scan import scan_seq
 
-__all__ = ["ShardRead", "ShardReads", "check_shard"]
+__all__ = ["ShardRead", "ShardReads", "check_shard", "read_back"]
 
 _SEQ_ONLY = pa.schema([pa.field(SEQ, pa.int64())])
 
-ShardRead = Future  # of (problems, seq or None): one shard checked by check_shard
+ShardRead = Future  # of a ShardCheck: one shard checked by check_shard
 
 
 def check_shard(stage_dir: Folder, i: int, shard: dict[str, Any], compression: str
-                ) -> tuple[list[str], np.ndarray | None]:
+                ) -> ShardCheck:
     """One shard's problems and seq (None if it cannot be read), from one read of its bytes."""
     name = f"shard {i} ({shard['path']})"
     path = stage_dir / shard["path"]
@@ -54,6 +55,12 @@ def check_shard(stage_dir: Folder, i: int, shard: dict[str, Any], compression: s
         problems.append(f"{name}: seq {seq[0]}..{seq[-1]}, manifest says "
                         f"{shard['seq_first']}..{shard['seq_last']}")
     return problems, seq
+
+
+def read_back(stage_dir: str, compression: str, shard: dict[str, Any]) -> ShardCheck:
+    """`check_shard` in the worker that just wrote the shard (MapTask.read_back): the cores
+    the stage runs on read it, not the driver's one thread. `stage_dir` as text (picklable)."""
+    return check_shard(folder(stage_dir), 0, shard, compression)
 
 
 def _yield_to_the_run() -> None:
@@ -86,11 +93,17 @@ class ShardReads:
         key = (stage, i, shard["path"], shard["sha256"])
         self._reads[key] = self._pool.submit(check_shard, folder, i, shard, compression)
 
+    def done(self, stage: str, i: int, shard: dict[str, Any], read: ShardCheck) -> None:
+        """Shard `i` of `stage` was read back already (by the worker that wrote it)."""
+        key = (stage, i, shard["path"], shard["sha256"])
+        self._reads[key] = ShardRead()
+        self._reads[key].set_result(read)
+
     def taken(self, stage: str, i: int, shard: dict[str, Any]) -> np.ndarray | None:
         """The seq of a clean read of this very shard, waiting for it if it is under way;
         None if there is none."""
         read = self._reads.pop((stage, i, shard["path"], shard["sha256"]), None)
-        if read is None or read.cancel():  # not started yet: verify reads it itself
+        if read is None or (not read.done() and read.cancel()):  # not started: verify reads it
             return None
         try:
             problems, seq = read.result()

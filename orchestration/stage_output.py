@@ -70,7 +70,9 @@ class StageOutput:
         if result.shard is not None:
             self._check_schema(result, batch.schema)
             self.shards.append(result.shard)
-            if self.reads is not None:  # read back now, for verify at the run's end
+            if self.reads is not None and result.read is not None:  # read by its worker
+                self.reads.done(self.stage.name, len(self.shards) - 1, result.shard, result.read)
+            elif self.reads is not None:  # read back now, for verify at the run's end
                 self.reads.read(self.stage.name, len(self.shards) - 1, self.folder,
                                 result.shard, self.stage.params.compression)
             if self.feed is not None:  # readers following the stage may read it now

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from seqline.components import COMPONENTS
@@ -18,6 +20,7 @@ from seqline.orchestration.events import (
 )
 from seqline.orchestration.line import Belt
 from seqline.orchestration.plan import Step
+from seqline.orchestration.shard_reads import read_back
 from seqline.orchestration.stage_output import StageOutput, manifest_of
 from seqline.pipeline.artifacts import StageArtifact
 from seqline.pipeline.blocks import Block, recut
@@ -121,6 +124,9 @@ def _produce(step: Step, stage: StageSpec[Any], run: RunContext, upstream: Itera
             yield result
         return
     task: MapTask = map_spec(stage.component).run(stage, run.spec.base_dir, out_dir)
+    if run.reads is not None and task.sink is not None:  # its workers read their shards back
+        task = replace(task, read_back=partial(read_back, str(out_dir),
+                                               stage.params.compression))
     blocks: Iterable[Block] = upstream or iter(())
     if task.input_records:
         blocks = recut((b.batch for b in blocks), task.input_records)

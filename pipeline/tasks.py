@@ -20,8 +20,8 @@ from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import StageError, disk_full, disk_full_message
 from seqline.pipeline.isolate import RowFailed, apply_isolating
 
-__all__ = ["BlockResult", "Counts", "MapBlocks", "MapTask", "ReadFn", "SourceTask", "StageFailure",
-           "check_order"]
+__all__ = ["BlockResult", "Counts", "MapBlocks", "MapTask", "ReadFn", "ShardCheck", "SourceTask",
+           "StageFailure", "check_order"]
 
 log = logging.getLogger("seqline")
 if os.environ.get("SEQLINE_LOG_LEVEL"):  # -q on the driver, in a worker process (environment.py)
@@ -34,6 +34,9 @@ USER_RETRY_BACKOFF_SECONDS = 0.5
 # Writes a block's output where the stage keeps it; returns the batch as stored and a
 # description of the shard (None when nothing was written). See pipeline/tfrecord/.
 ShardWriter = Callable[[int, pa.RecordBatch], tuple[pa.RecordBatch, dict | None]]
+# A shard read back from storage and checked against its description: the problems found and
+# its seq (None if unreadable). verify takes a clean one instead of reading the shard again.
+ShardCheck = tuple[list[str], np.ndarray | None]
 
 
 @dataclass(frozen=True)
@@ -100,11 +103,12 @@ class BlockResult:
     failure: StageFailure | None = None
     dead_letters: tuple[DeadLetter, ...] = ()
     shard: dict | None = None
+    read: ShardCheck | None = None  # the shard read back by the worker (MapTask.read_back)
 
     def __reduce__(self):  # the output batch crosses processes as Arrow IPC, see batch_to_ipc
         data = None if self.batch is None else batch_to_ipc(self.batch)
         return (_rebuild_result, (self.stage, self.index, self.first_seq, data, self.counts,
-                                  self.failure, self.dead_letters, self.shard))
+                                  self.failure, self.dead_letters, self.shard, self.read))
 
     def raise_if_failed(self) -> None:
         """Raise the worker's failure on the driver as a StageError naming stage, block, seq."""
@@ -128,9 +132,10 @@ class BlockResult:
 
 def _rebuild_result(stage: str, index: int, first_seq: int | None, data: pa.Buffer | None,
                     counts: Counts, failure: StageFailure | None,
-                    dead_letters: tuple[DeadLetter, ...], shard: dict | None) -> BlockResult:
+                    dead_letters: tuple[DeadLetter, ...], shard: dict | None,
+                    read: ShardCheck | None = None) -> BlockResult:
     batch = None if data is None else batch_from_ipc(data)
-    return BlockResult(stage, index, first_seq, batch, counts, failure, dead_letters, shard)
+    return BlockResult(stage, index, first_seq, batch, counts, failure, dead_letters, shard, read)
 
 
 @dataclass(frozen=True)
@@ -141,7 +146,9 @@ class MapTask:
     one), so that local processes, Beam workers and Ray tasks all run the same code.
     `dead_letters` sets rows that fail `fn` aside instead of failing the block (the stage has
     an error budget); `sink` writes each block's output as a shard, in the worker;
-    `input_records` asks the driver to re-cut the input into blocks of that size first.
+    `input_records` asks the driver to re-cut the input into blocks of that size first;
+    `read_back` reads each shard written back from storage and checks it, in the worker, for
+    `seqline verify` (decision 50), so that the driver does not.
     """
 
     stage: str
@@ -151,6 +158,7 @@ class MapTask:
     input_records: int | None = None
     retries: int = 3  # a block whose worker died runs again this many times (the runner's job)
     retry_user_errors: int = 0  # a call of `fn` that raised is tried again this many times
+    read_back: Callable[[dict], ShardCheck] | None = None
 
     def __call__(self, block: Block) -> BlockResult:
         fn = self.fn if not self.retry_user_errors else functools.partial(
@@ -169,7 +177,15 @@ class MapTask:
                                failure=StageFailure.of(exc))
         return BlockResult(self.stage, block.index, block.first_seq, out,
                            _count(len(block), positions, len(letters)), None,
-                           tuple(letters), shard)
+                           tuple(letters), shard, self._read_back(shard))
+
+    def _read_back(self, shard: dict | None) -> ShardCheck | None:
+        if self.read_back is None or shard is None:
+            return None
+        try:
+            return self.read_back(shard)
+        except Exception:  # verify reads it at the end, and says what is wrong
+            return None
 
     def _write(self, block: Block, out: pa.RecordBatch) -> tuple[pa.RecordBatch, dict | None]:
         if self.sink is None:

@@ -186,3 +186,37 @@ def test_verify_shards_a_shard_damaged_before_its_read_is_named_as_a_read_at_the
     checks = verify_run(run.parent.parent, "r", reads)
     found = [f"{c.stage}: {p}" for c in checks for p in c.problems]
     assert found and found == _problems(run)
+
+
+@pytest.mark.parametrize("compression", ["gzip", "none"])
+def test_verify_shards_a_worker_reads_back_the_shard_it_wrote(tmp_path, compression):
+    """A stage's task reads each shard back in the worker that wrote it (MapTask.read_back);
+    the check crosses to the driver with the result, and verify takes it as its read. A
+    shard the worker cannot read cleanly is left for verify to read at the end."""
+    import pickle
+    from functools import partial
+
+    import numpy as np
+    import pyarrow as pa
+
+    from seqline.orchestration.shard_reads import read_back
+    from seqline.pipeline.blocks import SEQ, Block
+    from seqline.pipeline.tasks import MapTask
+    from seqline.pipeline.tfrecord.writing import ShardSink
+
+    seq = np.arange(40, 140, dtype=np.int64)
+    block = Block(3, pa.record_batch({"x": np.arange(100) * 0.5, SEQ: seq}))
+    task = MapTask("s", lambda batch: batch, sink=ShardSink(str(tmp_path), compression),
+                   read_back=partial(read_back, str(tmp_path), compression))
+    result = pickle.loads(pickle.dumps(task(block)))  # as it crosses to the driver
+    assert result.read is not None
+    problems, found = result.read
+    assert problems == [] and found is not None and found.tolist() == seq.tolist()
+    reads = ShardReads()
+    reads.done("s", 0, result.shard, result.read)
+    taken = reads.taken("s", 0, result.shard)
+    assert taken is not None and taken.tolist() == seq.tolist()
+
+    lying = {**result.shard, "records": 99}  # a read with a problem is not taken
+    reads.done("s", 1, lying, read_back(str(tmp_path), compression, lying))
+    assert reads.taken("s", 1, lying) is None
