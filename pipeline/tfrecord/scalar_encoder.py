@@ -100,7 +100,15 @@ class _Rows:
 
     def _flush(self) -> None:
         if self._columns:
-            grid = np.hstack(self._columns)
+            # built column by column in a (width x rows) array, then transposed once: a
+            # 1-byte column written with a stride of the whole width is slow in NumPy
+            width = sum(c.shape[1] for c in self._columns)
+            by_column = np.empty((width, self.n), np.uint8)
+            at = 0
+            for column in self._columns:
+                by_column[at:at + column.shape[1]] = column.T
+                at += column.shape[1]
+            grid = np.ascontiguousarray(by_column.T)
             self._parts.append(_array(grid.ravel(), np.full(self.n, grid.shape[1])))
             self._columns = []
 
@@ -189,7 +197,10 @@ def _size(value: np.ndarray) -> np.ndarray:
     """Bytes of each varint (of an unsigned 64-bit value)."""
     value = np.asarray(value).astype(np.uint64, copy=False)
     size = np.ones(len(value), np.int64)
+    top = int(value.max()) if len(value) else 0
     for k in range(1, _VARINT_BYTES):
+        if top < 1 << (7 * k):
+            break
         size += value >= np.uint64(1) << np.uint64(7 * k)
     return size
 
