@@ -21,11 +21,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from seqline.pipeline.arrays import binary_lengths
+from seqline.pipeline.arrays import binary_lengths, empties
 
 __all__ = ["encode_scalars"]
 
 _VARINT_BYTES = 10  # the longest varint: a negative int64
+_MOST_BYTES = 1 << 30  # a block's Examples stay well under binary's 2 GiB of offsets
 
 
 def encode_scalars(batch: pa.RecordBatch) -> pa.BinaryArray | None:
@@ -34,6 +35,8 @@ def encode_scalars(batch: pa.RecordBatch) -> pa.BinaryArray | None:
     names = batch.schema.names
     if len(set(names)) != len(names) or not names or any(
             pa.types.is_large_list(t) for t in batch.schema.types):
+        return None
+    if batch.nbytes > _MOST_BYTES:  # the parts' offsets are int32: tfx-bsl's path then
         return None
     n = batch.num_rows
     rows = _Rows(n)
@@ -176,9 +179,7 @@ def _join(parts: list[pa.Array], n: int) -> pa.Array:
     """Per row, the parts' bytes one after the other."""
     if len(parts) == 1:
         return parts[0]
-    empty = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
-        np.zeros(n + 1, np.int32)), pa.py_buffer(b"")])
-    return pc.binary_join_element_wise(*parts, empty)
+    return pc.binary_join_element_wise(*parts, empties(n))
 
 
 def _array(data: np.ndarray, sizes: np.ndarray) -> pa.Array:
