@@ -175,7 +175,7 @@ def skew(args) -> None:
     from seqline.orchestration.runners import make_runner
     from seqline.pipeline.tasks import MapTask
 
-    # runner_throughput._task predates preprocess's shard sink; the same task, without a sink
+    # the task of runner_throughput._task (no shard sink), built here with the row's base_ms
     fn = functools.partial(apply_batch, fn_ref="latency:skewed", batch_format="pyarrow",
                            base_dir=str(USERFNS), fn_kwargs={"base_ms": args.base_ms})
     task = MapTask("bench", fn)
