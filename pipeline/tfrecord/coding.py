@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from seqline.pipeline.arrays import binaries, empties, int64s
+from seqline.pipeline.arrays import binaries, binary_lengths, empties, int64s
 from seqline.pipeline.tfrecord.example_order import in_name_order
 from seqline.pipeline.tfrecord.framing import CorruptRecord
-from seqline.pipeline.tfrecord.scalar_encoder import encode_scalars
+from seqline.pipeline.tfrecord.scalar_encoder import encode_scalars, tagged_varints, varint_sizes
 
 __all__ = ["decode", "encode", "normalize", "schema_from_text", "schema_to_text"]
 
@@ -104,9 +104,10 @@ _NO_STOP = np.iinfo(np.int32).max  # binary_slice needs an explicit stop in pyar
 def _strip_tag(examples: pa.BinaryArray) -> pa.BinaryArray:
     """Each one-feature Example minus its tag and length: its single map entry."""
     total = pc.binary_length(examples).to_numpy(zero_copy_only=False).astype(np.int64)
-    prefix = 1 + _varint_size(total - 2)  # a payload under 128 bytes has a 1-byte length...
+    prefix = 1 + varint_sizes(total - 2)  # a payload under 128 bytes has a 1-byte length...
     for size in (2, 3, 4):  # ...else solve payload = total - 1 - size(payload)
-        prefix = np.where(_varint_size(total - 1 - size) == size, 1 + size, prefix)
+        prefix = np.where(varint_sizes(np.maximum(total - 1 - size, 0)) == size, 1 + size,
+                          prefix)
     stripped = None
     for start in np.unique(prefix):
         part = pc.binary_slice(examples, int(start), _NO_STOP)
@@ -115,25 +116,9 @@ def _strip_tag(examples: pa.BinaryArray) -> pa.BinaryArray:
     return stripped if stripped is not None else examples
 
 
-def _varint_size(value: np.ndarray) -> np.ndarray:
-    return 1 + (value >= 1 << 7) + (value >= 1 << 14) + (value >= 1 << 21) + (value >= 1 << 28)
-
-
 def _tagged_lengths(payloads: pa.BinaryArray) -> pa.BinaryArray:
     """Per row, the bytes 0x0a + varint(len(payload)), built as one Arrow array in NumPy."""
-    length = pc.binary_length(payloads).to_numpy(zero_copy_only=False).astype(np.int64)
-    sizes = 1 + _varint_size(length)
-    offsets = np.zeros(len(length) + 1, np.int32)
-    np.cumsum(sizes, out=offsets[1:])
-    out = np.zeros(int(offsets[-1]), np.uint8)
-    out[offsets[:-1]] = _FEATURES_TAG
-    for k in range(5):
-        more = sizes - 1 > k + 1  # another varint byte follows this one
-        here = sizes - 1 > k
-        byte = ((length >> (7 * k)) & 0x7F) | np.where(more, 0x80, 0)
-        out[(offsets[:-1] + 1 + k)[here]] = byte[here]
-    return pa.Array.from_buffers(pa.binary(), len(length),
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(out)])
+    return tagged_varints(binary_lengths(payloads), _FEATURES_TAG)
 
 
 def _as_feature(col: pa.Array) -> pa.Array:

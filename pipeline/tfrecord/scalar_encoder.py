@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from seqline.pipeline.arrays import binary_lengths, empties
 
-__all__ = ["encode_scalars"]
+__all__ = ["encode_scalars", "tagged_varints", "varint_sizes"]
 
 _VARINT_BYTES = 10  # the longest varint: a negative int64
 _MOST_BYTES = 1 << 30  # a block's Examples stay well under binary's 2 GiB of offsets
@@ -72,12 +72,7 @@ class _Rows:
 
     def varint(self, value: np.ndarray, tag: int | None = None) -> None:
         value = np.asarray(value).astype(np.uint64, copy=False)
-        size = np.ones(self.n, np.int64)
-        top = int(value.max()) if self.n else 0
-        for k in range(1, _VARINT_BYTES):
-            if top < 1 << (7 * k):
-                break
-            size += value >= np.uint64(1) << np.uint64(7 * k)
+        size = varint_sizes(value)
         width = int(size.max()) if self.n else 1
         lead = 0 if tag is None else 1
         grid = np.empty((self.n, lead + width), np.uint8)
@@ -121,7 +116,7 @@ def _entry(rows: _Rows, name: str, column: pa.Array, n: int) -> None:
     kind = column.type
     if pa.types.is_integer(kind):
         value = _values(column, np.uint64)  # a negative one takes 10 bytes
-        size = _size(value)
+        size = varint_sizes(value)
         feature = 4 + size  # 0x1a len [0x0a size value]
         _key(rows, name, feature)
         rows.fixed(np.stack([np.full(n, 0x1A, np.uint8), (2 + size).astype(np.uint8),
@@ -134,8 +129,8 @@ def _entry(rows: _Rows, name: str, column: pa.Array, n: int) -> None:
     else:
         payload = _text(column)
         size = _lengths(payload)
-        inner = 1 + _size(size) + size  # BytesList: 0x0a varint(len) bytes
-        _key(rows, name, 1 + _size(inner) + inner)
+        inner = 1 + varint_sizes(size) + size  # BytesList: 0x0a varint(len) bytes
+        _key(rows, name, 1 + varint_sizes(inner) + inner)
         rows.varint(inner, tag=0x0A)
         rows.varint(size, tag=0x0A)
         rows.add(payload)
@@ -145,7 +140,7 @@ def _key(rows: _Rows, name: str, feature: np.ndarray) -> None:
     """An entry's start: its tag and length, the key, then the Feature's tag and length."""
     key = name.encode()
     head = bytes([0x0A, *_varint_of(len(key)), *key, 0x12])
-    rows.varint(len(head) + _size(feature) + feature, tag=0x0A)
+    rows.varint(len(head) + varint_sizes(feature) + feature, tag=0x0A)
     rows.constant(head)
     rows.varint(feature)
 
@@ -190,11 +185,19 @@ def _array(data: np.ndarray, sizes: np.ndarray) -> pa.Array:
                                                            pa.py_buffer(data)])
 
 
+def tagged_varints(value: np.ndarray, tag: int) -> pa.Array:
+    """Per row, the byte `tag` then the varint of `value` (e.g. a length-delimited field's
+    header), as one binary array."""
+    rows = _Rows(len(value))
+    rows.varint(value, tag=tag)
+    return rows.parts()[0]
+
+
 def _lengths(array: pa.Array) -> np.ndarray:
     return binary_lengths(array)  # from the offsets: a null counts 0
 
 
-def _size(value: np.ndarray) -> np.ndarray:
+def varint_sizes(value: np.ndarray) -> np.ndarray:
     """Bytes of each varint (of an unsigned 64-bit value)."""
     value = np.asarray(value).astype(np.uint64, copy=False)
     size = np.ones(len(value), np.int64)
