@@ -35,6 +35,9 @@ PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "seqline.pipeline.tfrecord",
            "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker",
            "seqline.components", *(["pandas"] if find_spec("pandas") else [])]
 
+# Preloaded first by every server: it exits without tearing its modules down (see there).
+SERVER_EXIT = "seqline.orchestration.runners.server_exit"
+
 # What a new process is told about the driver's main module: run it again as __mp_main__
 # (a script's path, or a module's name for `python -m`), so that functions defined in it can
 # be unpickled. Workers never need it (user functions are named `module:function` and
@@ -138,7 +141,7 @@ def _server(preload: tuple[str, ...]) -> forkserver.ForkServer:
     with _lock:
         if preload not in _servers:
             _servers[preload] = forkserver.ForkServer()
-            _servers[preload].set_forkserver_preload(list(preload))
+            _servers[preload].set_forkserver_preload([SERVER_EXIT, *preload])
         return _servers[preload]
 
 

@@ -99,10 +99,11 @@ def test_a_fork_server_started_early_is_the_one_the_local_pool_forks_from():
 
 
 CONSOLE = """
-import json, sys
+import atexit, json, sys
 from seqline.orchestration.runners.forked import PRELOAD, server_pid
 
 found = {}
+atexit.register(lambda: print(json.dumps(found), file=sys.stderr))  # (it exits by os._exit)
 
 
 class Watch:  # notes the fork server as the app's first import (typer) is asked for
@@ -114,11 +115,7 @@ class Watch:  # notes the fork server as the app's first import (typer) is asked
 sys.meta_path.insert(0, Watch())
 sys.argv = ["seqline", "run", sys.argv[1], "--root", sys.argv[2], *sys.argv[3:]]
 from seqline.orchestration.cli import main_command
-try:
-    main_command()
-except SystemExit as exc:
-    found["exit"] = exc.code
-print(json.dumps(found), file=sys.stderr)
+main_command()
 """
 
 
@@ -139,6 +136,31 @@ def test_the_console_script_starts_a_local_runs_fork_server_before_the_app(tmp_p
     done = subprocess.run([sys.executable, "-c", CONSOLE, str(tmp_path / "p.yaml"),
                            str(tmp_path / "root"), *options], capture_output=True, text=True,
                           timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stderr.splitlines()[-1])
-    assert found.get("exit", 0) == 0, done.stderr[-3000:]
     assert (found["server"] is not None) == early, found
+
+
+AT_EXIT = """
+import sys
+from seqline.orchestration.runners.forked import server_pid, start_early
+
+start_early(["at_server_exit"])
+print(server_pid(["at_server_exit"]))
+"""
+
+
+def test_a_fork_server_exits_with_its_driver_after_its_modules_atexit_handlers(tmp_path):
+    """A server leaves by os._exit once its driver has gone (server_exit.py: no teardown of
+    what it preloaded), after the atexit handlers its preloaded modules registered."""
+    said = tmp_path / "said"
+    env = {**os.environ, "SEQLINE_TEST_AT_EXIT": str(said),
+           "PYTHONPATH": os.pathsep.join([str(USERFNS), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", AT_EXIT], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    server = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 60
+    while not said.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert said.read_text() == str(server)
