@@ -12,7 +12,8 @@ import pyarrow.compute as pc
 
 from seqline.pipeline.arrays import binaries, binary_lengths, empties, int64s
 from seqline.pipeline.tfrecord.example_order import in_name_order
-from seqline.pipeline.tfrecord.framing import CorruptRecord
+from seqline.pipeline.tfrecord.framing import CorruptRecord, Records
+from seqline.pipeline.tfrecord.scalar_decoder import decode_scalars
 from seqline.pipeline.tfrecord.scalar_encoder import encode_scalars, tagged_varints, varint_sizes
 
 __all__ = ["decode", "encode", "normalize", "schema_from_text", "schema_to_text"]
@@ -142,12 +143,22 @@ def _is_text(t: pa.DataType) -> bool:
         or pa.types.is_timestamp(t)
 
 
-def decode(records: list[bytes], schema: pa.Schema) -> pa.RecordBatch:
-    """Parse serialized Examples into a batch of `schema` (a normalized schema), in C++.
+def decode(records: list[bytes] | Records, schema: pa.Schema) -> pa.RecordBatch:
+    """Parse serialized Examples into a batch of `schema` (a normalized schema): read in
+    place by scalar_decoder.py when they are scalar columns laid out as seqline writes them,
+    else by tfx-bsl's decoder (C++). The same batch either way.
 
     Raises:
         CorruptRecord: a record is not a tf.train.Example, or a scalar column holds a list.
     """
+    if isinstance(records, Records):
+        values = decode_scalars(np.frombuffer(records.buffer, np.uint8), records.starts,
+                                records.starts + records.lengths, schema)
+        if values is not None:
+            return pa.RecordBatch.from_arrays(
+                [_typed(v, field) for v, field in zip(values, schema, strict=True)],
+                schema=schema)
+        records = records.as_list()
     try:
         raw = _decoder(schema_to_text(schema)).DecodeBatch(records)
     except RuntimeError as exc:  # tfx-bsl reports DATA_LOSS for unparsable protos
@@ -164,7 +175,11 @@ def _from_feature(col: pa.Array, field: pa.Field) -> pa.Array:
         raise CorruptRecord(
             f"feature {field.name!r} holds lists of several values, expected one value per "
             "record; declare it as a list column.")
-    values = pc.list_element(col, 0)
+    return _typed(pc.list_element(col, 0), field)
+
+
+def _typed(values: pa.Array, field: pa.Field) -> pa.Array:
+    """A scalar column's decoded values (int64, float32, large_binary) as `field`'s type."""
     if _is_text(field.type) and not pa.types.is_binary(field.type):
         values = values.cast(pa.string())
     return values.cast(field.type)

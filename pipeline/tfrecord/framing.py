@@ -12,7 +12,8 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import IO
+from dataclasses import dataclass
+from typing import IO, overload
 
 import google_crc32c
 import numpy as np
@@ -22,7 +23,7 @@ import pyarrow.compute as pc
 from seqline.pipeline.arrays import binaries, binary_lengths, empties
 from seqline.pipeline.tfrecord.compression import inflate_member
 
-__all__ = ["CorruptRecord", "frame", "iter_records"]
+__all__ = ["CorruptRecord", "Records", "frame", "iter_record_chunks", "iter_records"]
 
 # 12 = 8 (length) + 4 (masked CRC of the length); a record ends with 4 more (CRC of the data).
 _HEADER, _FOOTER = 12, 4
@@ -35,6 +36,56 @@ _READ_CHUNK = 8 << 20
 
 class CorruptRecord(ValueError):
     """A TFRecord file whose framing or checksums are wrong at a given record."""
+
+
+@dataclass(frozen=True, eq=False)
+class Records:
+    """Whole, checked records where they lie in the bytes they were read in: record i is
+    `buffer[starts[i]:starts[i] + lengths[i]]`. One object per chunk, none per record: the
+    scalar decoder reads them in place. Indexed and iterated as a list of bytes would be."""
+
+    buffer: bytes
+    starts: np.ndarray  # int64
+    lengths: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
+        """A record's bytes, or a list of them: a sequence of records, as a list would be."""
+        if isinstance(index, slice):
+            return Records(self.buffer, self.starts[index], self.lengths[index]).as_list()
+        start = int(self.starts[index])
+        return self.buffer[start:start + int(self.lengths[index])]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.as_list())
+
+    def as_list(self, count: int | None = None) -> list[bytes]:
+        """The records (the first `count`) as bytes, one object each."""
+        starts, lengths = self.starts[:count], self.lengths[:count]
+        return [self.buffer[a:b] for a, b in zip(starts.tolist(), (starts + lengths).tolist(),
+                                                 strict=True)]
+
+    @staticmethod
+    def joined(chunks: list[Records]) -> Records:
+        """The chunks of one stream as one (their records' bytes copied once if several)."""
+        if len(chunks) == 1:
+            return chunks[0]
+        if not chunks:
+            return Records(b"", np.zeros(0, np.int64), np.zeros(0, np.int64))
+        used = [int(c.starts[-1] + c.lengths[-1] + _FOOTER) for c in chunks]
+        shifts = np.cumsum([0, *used[:-1]])
+        return Records(b"".join(memoryview(c.buffer)[:n] for c, n in zip(chunks, used,
+                                                                          strict=True)),
+                       np.concatenate([c.starts + k for c, k in zip(chunks, shifts,
+                                                                    strict=True)]),
+                       np.concatenate([c.lengths for c in chunks]))
 
 
 
@@ -85,6 +136,14 @@ def _data_crcs(records: pa.BinaryArray | list[bytes]) -> np.ndarray:
     return _masked(np.fromiter(map(google_crc32c.value, records), np.uint32, len(records)))
 
 
+def _data_crcs_at(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The masked CRC32C of each record's bytes, `buffer[starts[i]:ends[i]]`."""
+    # google_crc32c takes bytes only (no memoryview): one slice per record, one C call each
+    slices = map(slice, starts.tolist(), ends.tolist())
+    return _masked(np.fromiter(map(google_crc32c.value, map(buffer.__getitem__, slices)),
+                               np.uint32, len(starts)))
+
+
 def frame(records: pa.BinaryArray | list[bytes]) -> bytes:
     """Records in TFRecord framing, byte-identical to tf.io.TFRecordWriter's output."""
     if isinstance(records, list):
@@ -110,12 +169,18 @@ def _fixed_width(data: np.ndarray, n: int, width: int) -> pa.BinaryArray:
 
 def iter_records(stream: IO[bytes], name: str, compression: str = "auto"
                  ) -> Iterator[list[bytes]]:
-    """Read a TFRecord stream as lists of records, a chunk at a time, checking every CRC.
+    """Read a TFRecord stream as lists of records, a chunk at a time (iter_record_chunks)."""
+    for chunk in iter_record_chunks(stream, name, compression):
+        yield chunk.as_list()
+
+
+def iter_record_chunks(stream: IO[bytes], name: str, compression: str = "auto"
+                       ) -> Iterator[Records]:
+    """Read a TFRecord stream a chunk of records at a time, checking every CRC.
 
     `compression` is "gzip", "none" or "auto" (gzip if the stream starts with gzip's magic).
-    With "gzip", a stream under 8 MiB that is one member (every shard seqline writes) is
-    inflated at once by libdeflate; any other gzip stream (several members, longer, or from
-    elsewhere under "auto") is streamed with zlib.
+    A gzip stream under 8 MiB that is one member (every shard seqline writes) is inflated at
+    once by libdeflate; any other (several members, longer) is streamed with zlib.
 
     Raises:
         CorruptRecord: naming `name`, the record number and the byte offset.
@@ -127,7 +192,7 @@ def iter_records(stream: IO[bytes], name: str, compression: str = "auto"
     for chunk in chunks:
         buffer += chunk
         records, used = _split(buffer, name, offset, number)
-        if records:
+        if len(records):
             yield records
         number += len(records)
         buffer, offset = buffer[used:], offset + used
@@ -144,7 +209,7 @@ def _decompressed(stream: IO[bytes], compression: str) -> Iterator[bytes]:
             yield first
             first = stream.read(_READ_CHUNK)
         return
-    if compression == "gzip" and len(first) < _READ_CHUNK:
+    if len(first) < _READ_CHUNK:
         # The whole stream, as a shard seqline wrote (one member, a few MB): libdeflate inflates
         # it at once, ~2x zlib's speed. Anything else is streamed with zlib below.
         whole = inflate_member(first)
@@ -164,22 +229,18 @@ def _decompressed(stream: IO[bytes], compression: str) -> Iterator[bytes]:
         data = stream.read(_READ_CHUNK)
 
 
-def _split(buffer: bytes, name: str, offset: int, number: int) -> tuple[list[bytes], int]:
+def _split(buffer: bytes, name: str, offset: int, number: int) -> tuple[Records, int]:
     """The whole records at the start of `buffer`, checked, and how many bytes they used."""
     starts: list[int] = []
-    lengths: list[int] = []
     pos, size, unpack = 0, len(buffer), struct.Struct("<Q").unpack_from
     while pos + _HEADER <= size:
         (length,) = unpack(buffer, pos)
         if pos + _HEADER + length + _FOOTER > size:
             break
         starts.append(pos)
-        lengths.append(length)
         pos += _HEADER + length + _FOOTER
-    if not starts:
-        return [], 0
     begin = np.array(starts, np.int64)
-    length_arr = np.array(lengths, np.int64)
+    length_arr = np.diff(begin, append=pos) - (_HEADER + _FOOTER)
     view = np.frombuffer(buffer, np.uint8, count=pos)
     stored = view[begin[:, None] + np.arange(8, 12)].copy().view("<u4").ravel()
     bad = np.flatnonzero(stored != _length_crcs(length_arr))
@@ -188,13 +249,12 @@ def _split(buffer: bytes, name: str, offset: int, number: int) -> tuple[list[byt
         raise CorruptRecord(f"{name}: record {number + i} at byte {offset + starts[i]} has a "
                             "corrupt length (its CRC does not match). The file is damaged or "
                             "not a TFRecord file.")
-    records = [buffer[s + _HEADER:s + _HEADER + n] for s, n in zip(starts, lengths, strict=True)]
-    stored = view[(begin + _HEADER + length_arr)[:, None] + np.arange(4)].copy().view("<u4")
-    bad = np.flatnonzero(stored.ravel() != _data_crcs(records))
+    records = Records(buffer, begin + _HEADER, length_arr)
+    ends = records.starts + length_arr
+    stored = view[ends[:, None] + np.arange(_FOOTER)].copy().view("<u4")
+    bad = np.flatnonzero(stored.ravel() != _data_crcs_at(buffer, records.starts, ends))
     if len(bad):
         i = int(bad[0])
         raise CorruptRecord(f"{name}: record {number + i} at byte {offset + starts[i]} is "
                             "corrupt (its data CRC does not match). The file is damaged.")
     return records, pos
-
-

@@ -14,15 +14,15 @@ from seqline.pipeline.errors import StageError
 from seqline.pipeline.feed import ShardFeed
 from seqline.pipeline.storage import Folder, storage_of
 from seqline.pipeline.tfrecord.coding import decode, schema_from_text
-from seqline.pipeline.tfrecord.framing import CorruptRecord, iter_records
+from seqline.pipeline.tfrecord.framing import CorruptRecord, Records, iter_record_chunks
 
 __all__ = ["read_artifact", "read_feed", "read_fed_shard", "read_shard"]
 
 
-def read_shard(path: Folder, compression: str) -> list[bytes]:
+def read_shard(path: Folder, compression: str) -> Records:
     """A shard's records: a local file, or an object read whole (one GET, no range requests)."""
     with storage_of(path).open(path, "rb") as f:
-        return [r for chunk in iter_records(f, str(path), compression) for r in chunk]
+        return Records.joined(list(iter_record_chunks(f, str(path), compression)))
 
 
 def read_artifact(stage_dir: Folder, manifest: dict[str, Any], prefetch: int = 2

@@ -17,7 +17,6 @@ from __future__ import annotations
 import io
 import struct
 
-import google_crc32c
 import numpy as np
 
 from seqline.pipeline.blocks import SEQ
@@ -25,9 +24,9 @@ from seqline.pipeline.tfrecord.framing import (
     _FOOTER,
     _HEADER,
     CorruptRecord,
+    _data_crcs_at,
     _decompressed,
     _length_crcs,
-    _masked,
 )
 
 __all__ = ["scan_seq"]
@@ -121,12 +120,8 @@ def _uint32s_at(buffer: bytes | np.ndarray, at: np.ndarray) -> np.ndarray:
 def _data_crcs_match(buffer: bytes, view: np.ndarray, starts: np.ndarray,
                      lengths: np.ndarray) -> bool:
     ends = starts + _HEADER + lengths
-    slices = map(slice, (starts + _HEADER).tolist(), ends.tolist())
-    # google_crc32c takes bytes only (no memoryview): one slice per record, one C call each
-    computed = np.fromiter(map(google_crc32c.value, map(buffer.__getitem__, slices)),
-                           np.uint32, len(starts))
     stored = view[ends[:, None] + np.arange(_FOOTER)].view("<u4").ravel()
-    return np.array_equal(stored, _masked(computed))
+    return np.array_equal(stored, _data_crcs_at(buffer, starts + _HEADER, ends))
 
 
 def _seq_of_examples(view: np.ndarray, at: np.ndarray, lengths: np.ndarray

@@ -200,18 +200,15 @@ def _by_tfx_bsl(batch: pa.RecordBatch) -> pa.BinaryArray:
     return ordered
 
 
-def test_tfrecords_scalar_encoder_writes_tfx_bsls_bytes():
-    """The NumPy encoder of scalar batches against tfx-bsl's, byte for byte: nulls (an
-    all-null column too), negative and 64-bit ints, NaN, strings of multi-byte lengths and
-    characters, dates, timestamps, a name longer than 127 bytes, a slice, no rows."""
+def _every_scalar_kind() -> pa.RecordBatch:
+    """Nulls (an all-null column too), negative and 64-bit ints, NaN, strings of multi-byte
+    lengths and characters, dates, timestamps, booleans, a name longer than 127 bytes."""
     import datetime
-
-    from seqline.pipeline.tfrecord.scalar_encoder import encode_scalars
 
     rng = np.random.default_rng(2)
     n = 3000
     every = range(n)
-    batch = tfrecord.normalize(pa.record_batch({
+    return tfrecord.normalize(pa.record_batch({
         "i": pa.array([None if k % 11 == 0 else int(v) for k, v in
                        zip(every, rng.integers(-2 ** 63, 2 ** 63 - 1, n), strict=True)]),
         "small": rng.integers(0, 300, n),
@@ -228,6 +225,14 @@ def test_tfrecords_scalar_encoder_writes_tfx_bsls_bytes():
         "n" * 150: rng.integers(0, 5, n),
         "nothing": pa.array([None] * n, pa.int64()),
         SEQ: np.arange(n) * 1000}))
+
+
+def test_tfrecords_scalar_encoder_writes_tfx_bsls_bytes():
+    """The NumPy encoder of scalar batches against tfx-bsl's, byte for byte, on every scalar
+    kind (_every_scalar_kind), a slice and no rows."""
+    from seqline.pipeline.tfrecord.scalar_encoder import encode_scalars
+
+    batch = _every_scalar_kind()
     assert encode_scalars(batch).equals(_by_tfx_bsl(batch))
     assert encode_scalars(batch.slice(5, 100)).equals(_by_tfx_bsl(batch.slice(5, 100)))
     assert len(encode_scalars(batch.slice(0, 0))) == 0
@@ -235,3 +240,62 @@ def test_tfrecords_scalar_encoder_writes_tfx_bsls_bytes():
     lists = tfrecord.normalize(pa.record_batch({"l": pa.array([[1], [2, 3]]), SEQ: [0, 1]}))
     assert encode_scalars(lists) is None  # lists: tfx-bsl's
     assert tfrecord.encode(lists).equals(_by_tfx_bsl(lists))
+
+
+def _chunk(examples: list[bytes] | pa.BinaryArray) -> tfrecord.Records:
+    """Framed Examples read back, as a reader gets them (in 8 MiB chunks: joined)."""
+    stream = io.BytesIO(tfrecord.frame(examples))
+    return tfrecord.Records.joined(list(tfrecord.iter_record_chunks(stream, "t", "none")))
+
+
+def test_tfrecords_scalar_decoder_reads_what_tfx_bsl_reads():
+    """Examples of every scalar kind read in place (scalar_decoder.py) give tfx-bsl's batch
+    (and the batch written), whole and in part; what it does not read (a list column, a
+    feature missing, features in another order, an empty list) goes to tfx-bsl, which gives
+    the same batch or the same error."""
+    from seqline.pipeline.tfrecord.scalar_decoder import decode_scalars
+
+    def in_place(records: tfrecord.Records, schema: pa.Schema) -> bool:
+        view = np.frombuffer(records.buffer, np.uint8)
+        return decode_scalars(view, records.starts, records.starts + records.lengths,
+                              schema) is not None
+
+    def same(a: pa.RecordBatch, b: pa.RecordBatch) -> bool:  # NaN too: as encoded bytes
+        return a.schema == b.schema and tfrecord.encode(a).equals(tfrecord.encode(b))
+
+    batch = _every_scalar_kind()
+    records = _chunk(tfrecord.encode(batch))
+    assert in_place(records, batch.schema)
+    decoded = tfrecord.decode(records, batch.schema)
+    assert same(decoded, tfrecord.decode(records.as_list(), batch.schema))
+    assert same(decoded, batch)
+    part = tfrecord.Records(records.buffer, records.starts[7:40], records.lengths[7:40])
+    assert same(tfrecord.decode(part, batch.schema), batch.slice(7, 33))
+
+    more = batch.schema.append(pa.field("zz", pa.int64()))  # a feature no record has
+    unordered = _chunk(coding._encoder().encode(pa.RecordBatch.from_arrays(  # tfx-bsl's
+        [coding._as_feature(c) for c in batch.columns], names=batch.schema.names)))  # order
+    lists = tfrecord.normalize(pa.record_batch({"l": pa.array([[1], [2, 3]]), SEQ: [0, 1]}))
+    for chunk, schema in [(records, more), (unordered, batch.schema),
+                          (_chunk(tfrecord.encode(lists)), lists.schema)]:
+        if schema is not batch.schema:  # (a hash order may happen to be name order)
+            assert not in_place(chunk, schema)
+        assert same(tfrecord.decode(chunk, schema), tfrecord.decode(chunk.as_list(), schema))
+    empty = _chunk(tfrecord.encode(tfrecord.normalize(pa.record_batch(
+        {"x": pa.array([[1], []]), SEQ: [0, 1]}))))
+    scalar = pa.schema([pa.field("x", pa.int64()), pa.field(SEQ, pa.int64())])
+    assert not in_place(empty, scalar)
+    for given in (empty, empty.as_list()):
+        with pytest.raises(tfrecord.CorruptRecord, match="several values"):
+            tfrecord.decode(given, scalar)
+
+
+def test_tfrecords_records_joined_are_the_chunks_records_in_order():
+    chunks = [_chunk(tfrecord.encode(tfrecord.normalize(b)))
+              for b in (tiny_batch(), shard_batch())]
+    joined = tfrecord.Records.joined(chunks)
+    assert joined.as_list() == chunks[0].as_list() + chunks[1].as_list() == list(joined)
+    assert (joined[0], joined[-1], joined[1:3]) == (list(joined)[0], list(joined)[-1],
+                                                    list(joined)[1:3])
+    assert tfrecord.Records.joined(chunks[:1]) is chunks[0]
+    assert len(tfrecord.Records.joined([])) == 0
