@@ -88,7 +88,6 @@ class Records:
                        np.concatenate([c.lengths for c in chunks]))
 
 
-
 def _crc_table() -> np.ndarray:
     poly = 0x82F63B78  # CRC-32C (Castagnoli), reflected
     table = np.zeros(256, np.uint32)
