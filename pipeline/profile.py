@@ -248,8 +248,8 @@ class Profile:
     columns: dict[str, ColumnProfile] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, batch: pa.RecordBatch) -> Profile:
-        """One block's profile.
+    def of(cls, batch: pa.RecordBatch | pa.Table) -> Profile:
+        """One block's profile (or consecutive blocks', as one table).
 
         Example: a block of seq 10-12 with `t` = [1.0, 2.0, 6.0] -> rows 3, seq 10-12,
         columns {"t": count 3, mean 3.0, …}.

@@ -169,6 +169,44 @@ def test_windows_follow_seq_and_cover_the_stage(weather):
     assert {w["distance"]["date"] for w in stored["windows"]} == {None}
 
 
+def test_small_blocks_are_profiled_in_groups_into_the_same_windows(monkeypatch):
+    """Blocks of 100 records are profiled a group at a time (GROUP_ROWS), not one by one:
+    the windows (seq ranges, rows) are those block-by-block windowing gives, the exact
+    figures (count, nulls, min, max, mean) those of all the records, for far fewer profiles."""
+    from seqline.pipeline import drift
+
+    rng = np.random.default_rng(5)
+    n = 100_000
+    table = pa.table({"x": rng.normal(size=n), "k": pa.array(rng.integers(0, 9, n)).cast(
+        pa.string()), SEQ: np.arange(n)})
+    profiles, profile_of = [], Profile.of.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(drift.Profile, "of", classmethod(
+        lambda cls, batch: profiles.append(batch.num_rows) or profile_of(cls, batch)))
+    windows = ProfileWindows()
+    for batch in blocks_of(table, 100):
+        windows.add(batch)
+    stored = windows.finish()
+    monkeypatch.undo()
+    target, expected = 1, []  # the windowing rule, block by block: seq ranges of its windows
+    for start in range(0, n, 100):
+        if expected and expected[-1][1] - expected[-1][0] + 1 < target:
+            expected[-1][1] = start + 99
+        else:
+            expected.append([start, start + 99])
+        if len(expected) > 2 * WINDOWS:
+            expected = [[a[0], (b or a)[1]] for a, b in zip(
+                expected[::2], expected[1::2] + [None], strict=True)]
+            target = max(b - a + 1 for a, b in expected)
+    assert [[w["seq_min"], w["seq_max"]] for w in stored["windows"]] == expected
+    assert len(profiles) < 100 and max(profiles) <= drift.GROUP_ROWS  # not 1,000
+    whole = Profile.of(table)
+    x = stored["columns"]["x"]
+    assert (x["count"], x["min"], x["max"]) == (whole.columns["x"].count,
+                                               whole.columns["x"].min, whole.columns["x"].max)
+    assert x["mean"] == pytest.approx(whole.columns["x"].mean)
+    assert stored["columns"]["k"]["count"] == n
+
+
 @pytest.mark.parametrize(("value", "message"), [
     ("maybe", r"profile"),
     ("[1]", r"profile"),
