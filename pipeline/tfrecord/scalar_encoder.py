@@ -31,11 +31,12 @@ _MOST_BYTES = 1 << 30  # a block's Examples stay well under binary's 2 GiB of of
 
 def encode_scalars(batch: pa.RecordBatch) -> pa.BinaryArray | None:
     """One serialized Example per row of a normalized batch of scalar columns; None if a
-    column is a list (or a name repeats): tfx-bsl's encoder then writes it."""
+    column is a list or not of a normalized type (or a name repeats): tfx-bsl's encoder then
+    writes it."""
     names = batch.schema.names
-    if len(set(names)) != len(names) or not names or any(
-            pa.types.is_large_list(t) for t in batch.schema.types):
-        return None
+    if len(set(names)) != len(names) or not names or not all(
+            _normalized_scalar(t) for t in batch.schema.types):
+        return None  # (a column not normalized would be read from its buffers wrongly)
     if batch.nbytes > _MOST_BYTES:  # the parts' offsets are int32: tfx-bsl's path then
         return None
     n = batch.num_rows
@@ -50,6 +51,12 @@ def encode_scalars(batch: pa.RecordBatch) -> pa.BinaryArray | None:
     header = _Rows(n)
     header.varint(rows.length, tag=0x0A)
     return _join([*header.parts(), *features], n)
+
+
+def _normalized_scalar(t: pa.DataType) -> bool:
+    """A scalar type `coding.normalize` gives (lists are large_list: tfx-bsl's)."""
+    return t in (pa.int64(), pa.float32(), pa.string(), pa.binary()) \
+        or pa.types.is_date(t) or pa.types.is_timestamp(t)
 
 
 class _Rows:

@@ -239,6 +239,7 @@ def test_tfrecords_scalar_encoder_writes_tfx_bsls_bytes():
     assert tfrecord.encode(batch).equals(_by_tfx_bsl(batch))  # the path encode takes
     lists = tfrecord.normalize(pa.record_batch({"l": pa.array([[1], [2, 3]]), SEQ: [0, 1]}))
     assert encode_scalars(lists) is None  # lists: tfx-bsl's
+    assert encode_scalars(tiny_batch()) is None  # not normalized (list_, int32): not read
     assert tfrecord.encode(lists).equals(_by_tfx_bsl(lists))
 
 
