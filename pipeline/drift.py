@@ -110,7 +110,6 @@ class ProfileWindows:
         self.rows = 1  # a window's target size: grows as windows merge
         self._open = 0  # records in the open window, those waiting in `_pending` included
         self._pending: list[pa.RecordBatch] = []  # the open window's blocks not profiled yet
-        self._pending_rows = 0
 
     def add(self, batch: pa.RecordBatch) -> None:
         """Profile one block of the stage's output (the next in seq order)."""
@@ -121,9 +120,8 @@ class ProfileWindows:
         elif self._pending and batch.schema != self._pending[0].schema:
             self._profile_pending()  # (a group is one table: one schema)
         self._pending.append(batch)
-        self._pending_rows += batch.num_rows
         self._open += batch.num_rows
-        if self._pending_rows >= GROUP_ROWS:
+        if sum(b.num_rows for b in self._pending) >= GROUP_ROWS:
             self._profile_pending()
         if len(self.windows) > 2 * WINDOWS:
             self._profile_pending()
@@ -137,7 +135,7 @@ class ProfileWindows:
             return
         group = self._pending[0] if len(self._pending) == 1 else \
             pa.Table.from_batches(self._pending)
-        self._pending, self._pending_rows = [], 0
+        self._pending = []
         profile = Profile.of(group)
         if self.windows[-1].rows:
             self.windows[-1].merge(profile)

@@ -290,7 +290,7 @@ def _decode_each_bad(records: tfrecord.Records, schema: pa.Schema, first: int
     except tfrecord.CorruptRecord:
         pass
     bad, good = [], []
-    for i, record in enumerate(records.as_list()):  # the error path only: one decode each
+    for i, record in enumerate(records):  # the error path only: one decode per record
         try:
             tfrecord.decode([record], schema)
             good.append(record)

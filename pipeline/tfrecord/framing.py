@@ -129,9 +129,7 @@ def _data_crcs(records: pa.BinaryArray | list[bytes]) -> np.ndarray:
         offsets = np.frombuffer(records.buffers()[1], np.int32, len(records) + 1,
                                 records.offset * 4)
         data = (records.buffers()[2] or pa.py_buffer(b"")).to_pybytes()  # y# wants bytes
-        crcs = (google_crc32c.value(data[a:b]) for a, b in zip(offsets[:-1], offsets[1:],
-                                                               strict=True))
-        return _masked(np.fromiter(crcs, np.uint32, len(records)))
+        return _data_crcs_at(data, offsets[:-1], offsets[1:])
     return _masked(np.fromiter(map(google_crc32c.value, records), np.uint32, len(records)))
 
 

@@ -23,9 +23,11 @@ import pytest
 from seqline.components import ingest
 from seqline.components import stage as new_stage
 from seqline.orchestration.events import Occupancy
+from seqline.pipeline import tfrecord
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.deadletters import ErrorBudget
 from seqline.pipeline.errors import StageError
+from seqline.pipeline.tfrecord.compression import gzip_compress
 
 pytestmark = pytest.mark.integration
 
@@ -105,13 +107,30 @@ def json_lines(folder, rng):
     return ["x.jsonl"], "jsonl"
 
 
+def tfrecord_shards(folder, rng):
+    """gzip shards as seqline writes them (read in place: scalar_decoder.py), one holding a
+    record that is not an Example (its chunk goes to tfx-bsl, the record to dead letters)."""
+    for k in range(4):
+        n = 6_000
+        batch = tfrecord.normalize(pa.record_batch({
+            "id": np.arange(k * n, (k + 1) * n),
+            "temp": pa.array([None if i % 9 == 0 else float(t)
+                              for i, t in enumerate(rng.normal(size=n))]),
+            "city": rng.choice(["Oslo", "Lima", "Kyiv"], n)}))
+        examples = tfrecord.encode(batch).to_pylist()
+        if k == 2:
+            examples[5_000] = b"\xff\xff not an Example"  # past the 4,096 that fix types
+        (folder / f"s{k}.tfrecord.gz").write_bytes(gzip_compress(tfrecord.frame(examples)))
+    return ["s*.tfrecord.gz"], "tfrecord"
+
+
 INPUTS = [many_small_files, one_large_csv, quoted_newlines, bad_rows_mid_range,
-          parquet_row_groups, gzipped, json_lines]
+          parquet_row_groups, gzipped, json_lines, tfrecord_shards]
 # Beam's worker processes: one job per input costs two SDK workers' start (~5 CPU-s) for the
 # code path beam-in_memory already takes on every input; across processes, the inputs whose
 # ranges hold something to carry over (a line spanning ranges, dead letters, row groups).
 ACROSS_PROCESSES = [quoted_newlines, bad_rows_mid_range, parquet_row_groups]
-HAS_BAD_ROWS = {bad_rows_mid_range, json_lines}
+HAS_BAD_ROWS = {bad_rows_mid_range, json_lines, tfrecord_shards}
 
 
 # --------------------------------------------------------------------------- the checks
