@@ -40,9 +40,6 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 from urllib.parse import urlsplit
 
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
-
 from seqline.pipeline.errors import ConfigError, InternalError, SeqlineError
 
 __all__ = ["DiskFull", "Folder", "Location", "Storage", "absolute", "folder", "fspath",
@@ -260,6 +257,10 @@ def folder(text: str | Path) -> Folder:
     """A folder from its text: a URL with a scheme is a Location, anything else a local Path."""
     if isinstance(text, Path) or not _scheme(text):
         return Path(text)
+    # fsspec only for a URL: its import (40 ms, with asyncio) is not every local run's
+    import fsspec
+    from fsspec.implementations.local import LocalFileSystem
+
     fs, path = fsspec.core.url_to_fs(text)
     if isinstance(fs, LocalFileSystem):
         return Path(path)
@@ -275,6 +276,8 @@ def open_root(text: str | Folder) -> Folder:
     """
     if not isinstance(text, str) or not _scheme(text):
         return Path(text) if isinstance(text, str) else text
+    import fsspec
+
     parts = urlsplit(text)
     if "@" in parts.netloc:
         raise ConfigError(

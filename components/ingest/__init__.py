@@ -11,7 +11,6 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Annotated, Literal
 
-import fsspec
 import pyarrow as pa
 from pydantic import AfterValidator, BeforeValidator, Field
 
@@ -229,7 +228,9 @@ def _expand_local(pattern: str, base_dir: Path) -> list[Source]:
 
 
 def _expand_url(url: str) -> list[Source]:
-    fs, path = fsspec.core.url_to_fs(url)
+    from fsspec.core import url_to_fs  # only for URLs (see readers.py's _PLAIN_SUFFIXES)
+
+    fs, path = url_to_fs(url)
     names = sorted(fs.glob(path)) if glob.has_magic(path) else [path]
     names = [n for n in names if fs.isfile(n)]
     return [Source(fs.unstrip_protocol(n), local=False) for n in names]

@@ -21,12 +21,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
+from typing import IO
 
-import fsspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
-from fsspec.utils import infer_compression
 
 from seqline.components.ingest.readers import Part, ReadError, Source, read_source
 from seqline.pipeline.blocks import SEQ, Block, with_seq
@@ -69,19 +67,20 @@ def plan_ranges(sources: list[Source], fmt: str, range_bytes: int) -> tuple[list
     ranges: list[Range] = []
     total = 0
     for source in sources:
-        fs, path = fsspec.core.url_to_fs(source.name)
-        size = fs.size(path)
+        size = source.size()
         total += size
         if fmt == "parquet":
             ranges.extend(_row_group_ranges(source, range_bytes))
-        elif fmt == "tfrecord" or infer_compression(source.name) or size <= range_bytes:
+        elif fmt == "tfrecord" or source.compression or size <= range_bytes:
             ranges.append(Range(source.name, source.local))  # read whole, by its own reader
         else:
-            ranges.extend(_byte_ranges(source, fs, path, size, fmt, range_bytes))
+            ranges.extend(_byte_ranges(source, size, fmt, range_bytes))
     return ranges, total
 
 
 def _row_group_ranges(source: Source, range_bytes: int) -> Iterator[Range]:
+    import pyarrow.parquet as pq
+
     meta = pq.ParquetFile(source.arrow_input()).metadata
     first, held = 0, 0
     for group in range(meta.num_row_groups):
@@ -93,9 +92,8 @@ def _row_group_ranges(source: Source, range_bytes: int) -> Iterator[Range]:
         yield Range(source.name, source.local)
 
 
-def _byte_ranges(source: Source, fs: fsspec.AbstractFileSystem, path: str, size: int,
-                 fmt: str, range_bytes: int) -> Iterator[Range]:
-    with fs.open(path, "rb") as f:
+def _byte_ranges(source: Source, size: int, fmt: str, range_bytes: int) -> Iterator[Range]:
+    with source.open(decompress=False) as f:
         header = f.readline() if fmt == "csv" else b""
         start = 0
         while start < size:
@@ -104,7 +102,7 @@ def _byte_ranges(source: Source, fs: fsspec.AbstractFileSystem, path: str, size:
             start = end
 
 
-def _line_end_after(f: fsspec.core.OpenFile, at: int, size: int) -> int:
+def _line_end_after(f: IO[bytes], at: int, size: int) -> int:
     """The offset just past the first newline at or after byte `at - 1` (or the file's end)."""
     if at >= size:
         return size
@@ -150,8 +148,7 @@ def _read_range(job: _Job, block: pa.RecordBatch) -> tuple[pa.RecordBatch | None
         batches, letters = _collect(job, r, read_parts(job.where, job.stage, r.source(),
                                                        job.fmt, types), 0)
     else:
-        fs, path = fsspec.core.url_to_fs(r.file)
-        with fs.open(path, "rb") as f:
+        with r.source().open(decompress=False) as f:
             f.seek(r.start)
             data = f.read(r.end - r.start)
         if job.fmt == "csv" and not _quotes_close_on_every_line(data):
@@ -177,7 +174,7 @@ def _collect(job: _Job, r: Range, parts: Iterator[Part], line_shift: int
             line = bad.line
             if line is not None and r.start:
                 if lines_before is None:  # the error path only: count the file's lines once
-                    lines_before = _count_lines(r.file, r.start)
+                    lines_before = _count_lines(r.source(), r.start)
                 line += lines_before + line_shift
             letters.append(DeadLetter(bad.record, bad.reason, r.file, line, bad.raw))
         if part.batch.num_rows:
@@ -188,6 +185,8 @@ def _collect(job: _Job, r: Range, parts: Iterator[Part], line_shift: int
 
 
 def _read_row_groups(job: _Job, r: Range) -> list[pa.RecordBatch]:
+    import pyarrow.parquet as pq
+
     assert r.groups_from is not None and r.groups_to is not None
     try:
         table = pq.ParquetFile(r.source().arrow_input()).read_row_groups(
@@ -219,10 +218,9 @@ def _quotes_close_on_every_line(data: bytes) -> bool:
     return not (before & 1).any() and len(quotes) % 2 == 0
 
 
-def _count_lines(file: str, end: int) -> int:
-    fs, path = fsspec.core.url_to_fs(file)
+def _count_lines(source: Source, end: int) -> int:
     lines, done = 0, 0
-    with fs.open(path, "rb") as f:
+    with source.open(decompress=False) as f:
         while done < end:
             chunk = f.read(min(_COUNT_READ, end - done))
             if not chunk:

@@ -16,18 +16,17 @@ become bad records instead of shifting every record after them.
 from __future__ import annotations
 
 import io
+import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import IO, Any
 
-import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
-import pyarrow.parquet as pq
-from fsspec.utils import infer_compression
 
 from seqline.pipeline import tfrecord
 
@@ -36,6 +35,12 @@ __all__ = ["BadRecord", "Part", "Source", "read_source"]
 # 4,096 lines per careful chunk: a clean chunk costs one Arrow parse; a chunk with a bad line
 # costs about 2 x log2(4096) = 24 small parses more.
 _CAREFUL_LINES = 4096
+
+# Names that say a file is not compressed: such a local file is opened by Python itself,
+# without fsspec, whose import (40 ms, with asyncio) would otherwise be every local run's.
+# Any other suffix is fsspec's to infer (.gz, .zst, ... and codecs registered with it).
+_PLAIN_SUFFIXES = frozenset({"", ".csv", ".tsv", ".txt", ".json", ".jsonl", ".ndjson",
+                             ".parquet", ".pq", ".tfrecord", ".tfrecords"})
 
 
 @dataclass(frozen=True)
@@ -48,12 +53,35 @@ class Source:
     # None: the whole file, read from `name`. See components/ingest/ranges.py.
     data: bytes | None = field(default=None, repr=False)
 
+    @property
+    def compression(self) -> str | None:
+        """What its name says it is compressed with (fsspec's inference: "gzip" for .gz)."""
+        if PurePosixPath(self.name).suffix.lower() in _PLAIN_SUFFIXES:
+            return None
+        from fsspec.utils import infer_compression
+
+        return infer_compression(self.name)
+
     def open(self, decompress: bool = True) -> IO[bytes]:
         """The file's bytes, decompressed if its name ends in .gz, .bz2, .zst, ... (unless
         not `decompress`: as stored)."""
         if self.data is not None:
             return io.BytesIO(self.data)
-        return fsspec.open(self.name, "rb", compression="infer" if decompress else None).open()
+        compression = self.compression if decompress else None
+        if self.local and compression is None:
+            return open(self.name, "rb")  # noqa: SIM115 - the caller closes it
+        import fsspec
+
+        return fsspec.open(self.name, "rb", compression=compression).open()
+
+    def size(self) -> int:
+        """The file's size in bytes, as stored."""
+        if self.local:
+            return os.path.getsize(self.name)
+        from fsspec.core import url_to_fs
+
+        fs, path = url_to_fs(self.name)
+        return int(fs.size(path))
 
     def arrow_input(self) -> Any:
         """What Arrow's readers take: a path (native I/O) for local files, else a stream."""
@@ -249,6 +277,8 @@ def _parses(line: bytes) -> bool:
 # --------------------------------------------------------------------------- binary formats
 
 def _read_parquet(source: Source) -> Iterator[Part]:
+    import pyarrow.parquet as pq  # here: with pyarrow.fs (and ssl), 24 ms of every run's start
+
     done = 0
     try:
         for batch in pq.ParquetFile(source.arrow_input()).iter_batches():
@@ -265,7 +295,7 @@ def _read_tfrecord(source: Source, types: dict[str, pa.DataType]) -> Iterator[Pa
     schema: pa.Schema | None = None
     # gzip is the TFRecord reader's own (framing.py): a shard under 8 MiB is inflated at once
     # by libdeflate, about 4x faster than Python's gzip module streaming it.
-    gzip = infer_compression(source.name) == "gzip"
+    gzip = source.compression == "gzip"
     try:
         with source.open(decompress=not gzip) as f:
             for records in tfrecord.iter_record_chunks(f, source.name):
