@@ -27,9 +27,10 @@ _SEQ_ONLY = pa.schema([pa.field(SEQ, pa.int64())])
 ShardRead = Future  # of a ShardCheck: one shard checked by check_shard
 
 
-def check_shard(stage_dir: Folder, i: int, shard: dict[str, Any], compression: str
-                ) -> ShardCheck:
-    """One shard's problems and seq (None if it cannot be read), from one read of its bytes."""
+def check_shard(stage_dir: Folder, i: int, shard: dict[str, Any], compression: str,
+                framed: np.ndarray | None = None) -> ShardCheck:
+    """One shard's problems and seq (None if it cannot be read), from one read of its bytes;
+    `framed`: each record's length as its writer framed it, if known (scan_seq checks it)."""
     name = f"shard {i} ({shard['path']})"
     path = stage_dir / shard["path"]
     if not path.exists():
@@ -41,7 +42,7 @@ def check_shard(stage_dir: Folder, i: int, shard: dict[str, Any], compression: s
     vouched = hashlib.sha256(data).hexdigest() == shard["sha256"]
     if not vouched:
         problems.append(f"{name}: checksum differs from the manifest's: the bytes changed")
-    seq = scan_seq(data, compression, vouched=vouched)  # framing and seq, Examples undecoded
+    seq = scan_seq(data, compression, vouched=vouched, framed=framed)  # Examples undecoded
     if seq is None:  # not as seqline writes shards: the exact reader says what is wrong
         try:
             records = [r for chunk in iter_records(io.BytesIO(data), str(path), compression)
@@ -57,10 +58,12 @@ def check_shard(stage_dir: Folder, i: int, shard: dict[str, Any], compression: s
     return problems, seq
 
 
-def read_back(stage_dir: str, compression: str, shard: dict[str, Any]) -> ShardCheck:
+def read_back(stage_dir: str, compression: str, shard: dict[str, Any],
+              framed: np.ndarray | None = None) -> ShardCheck:
     """`check_shard` in the worker that just wrote the shard (MapTask.read_back): the cores
-    the stage runs on read it, not the driver's one thread. `stage_dir` as text (picklable)."""
-    return check_shard(folder(stage_dir), 0, shard, compression)
+    the stage runs on read it, not the driver's one thread. `stage_dir` as text (picklable);
+    `framed`: the writer's record lengths (Written.framed)."""
+    return check_shard(folder(stage_dir), 0, shard, compression, framed)
 
 
 def _yield_to_the_run() -> None:

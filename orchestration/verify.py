@@ -133,9 +133,11 @@ def _check_stage(stage_dir: Folder, m: dict[str, Any], upstream: np.ndarray | No
     if m.get("format") == "tfrecord":
         seq = _check_shards(shard_reads, m, problems)
     elif COMPONENTS[m["component"]].reads == "files":  # seq: the rank among all records read
-        keep = np.ones(m["records_in"], bool)
-        keep[dead[(dead >= 0) & (dead < len(keep))]] = False
-        seq = np.flatnonzero(keep).astype(np.int64)
+        seq = np.arange(m["records_in"], dtype=np.int64)
+        if len(dead):
+            keep = np.ones(m["records_in"], bool)
+            keep[dead[(dead >= 0) & (dead < len(keep))]] = False
+            seq = seq[keep]
     else:
         hook = COMPONENTS[m["component"]].verify
         if hook is not None:
@@ -143,7 +145,8 @@ def _check_stage(stage_dir: Folder, m: dict[str, Any], upstream: np.ndarray | No
         return None
     if seq is None:
         return None
-    if _check_order(seq, m, problems) and not m["exploded"]:
+    disordered = _check_order(seq, m, problems)
+    if disordered and not m["exploded"]:
         _add_gap(check, "duplicated", duplicated(seq))
     if len(seq) != m["records_out"]:
         problems.append(f"count: {len(seq)} records stored, manifest says {m['records_out']}")
@@ -151,7 +154,9 @@ def _check_stage(stage_dir: Folder, m: dict[str, Any], upstream: np.ndarray | No
         problems.append("seq digest: the stored seq stream is not the one the stage emitted "
                         "(a record is missing, repeated or moved)")
     if upstream is not None:
-        _check_coverage(seq, dead, upstream, m, check)
+        # strictly ascending (checked just now): its own distinct values, sorted
+        parents = seq if not disordered and not m["exploded"] else _distinct(seq)
+        _check_coverage(seq, parents, dead, upstream, m, check)
     return seq
 
 
@@ -249,12 +254,13 @@ def _check_order(seq: np.ndarray, m: dict[str, Any], problems: list[str]) -> boo
     return bool(len(bad))
 
 
-def _check_coverage(seq: np.ndarray, dead: np.ndarray, upstream: np.ndarray,
-                    m: dict[str, Any], check: StageCheck) -> None:
+def _check_coverage(seq: np.ndarray, parents: np.ndarray, dead: np.ndarray,
+                    upstream: np.ndarray, m: dict[str, Any], check: StageCheck) -> None:
+    """`parents`: the distinct values of `seq`, sorted."""
     # Sorted-array set operations: seq streams are (nearly) sorted, so sorting is cheap and
     # searchsorted beats hashing (np.unique took 0.6 s per million here).
     problems = check.problems
-    parents, upstream, dead = _distinct(seq), _sorted(upstream), _sorted(dead)
+    upstream, dead = _sorted(upstream), _sorted(dead)
     if m["records_in"] != len(upstream):
         problems.append(f"coverage: records_in {m['records_in']}, the input holds "
                         f"{len(upstream)}")
@@ -302,6 +308,8 @@ def _distinct(values: np.ndarray) -> np.ndarray:
 
 def _within(values: np.ndarray, ordered: np.ndarray) -> np.ndarray:
     """Which of `values` occur in the sorted array `ordered`."""
+    if len(values) == len(ordered) and np.array_equal(values, ordered):
+        return np.ones(len(values), bool)  # a stage that kept every record: no search (40 ms/1M)
     at = np.searchsorted(ordered, values)
     found = at < len(ordered)
     found[found] = ordered[at[found]] == values[found]

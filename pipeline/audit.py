@@ -22,7 +22,7 @@ class SeqDigest:
         self.count = 0
 
     def update(self, seq: np.ndarray) -> None:
-        self._hash.update(np.ascontiguousarray(seq, dtype="<i8").tobytes())
+        self._hash.update(np.ascontiguousarray(seq, dtype="<i8").data)  # its buffer, no copy
         self.count += len(seq)
 
     def hexdigest(self) -> str:

@@ -10,7 +10,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +21,7 @@ from seqline.pipeline.errors import StageError, disk_full, disk_full_message
 from seqline.pipeline.isolate import RowFailed, apply_isolating
 
 __all__ = ["BlockResult", "Counts", "MapBlocks", "MapTask", "ReadFn", "ShardCheck", "SourceTask",
-           "StageFailure", "check_order"]
+           "StageFailure", "Written", "check_order"]
 
 log = logging.getLogger("seqline")
 if os.environ.get("SEQLINE_LOG_LEVEL"):  # -q on the driver, in a worker process (environment.py)
@@ -31,9 +31,22 @@ BatchFn = Callable[[pa.RecordBatch], pa.RecordBatch]
 # A call of a stage's function that raised waits this long times its attempt number before it
 # is tried again (`retry_user_errors`): a flaky service gets a moment to recover.
 USER_RETRY_BACKOFF_SECONDS = 0.5
-# Writes a block's output where the stage keeps it; returns the batch as stored and a
-# description of the shard (None when nothing was written). See pipeline/tfrecord/.
-ShardWriter = Callable[[int, pa.RecordBatch], tuple[pa.RecordBatch, dict | None]]
+
+
+class Written(NamedTuple):
+    """What a ShardWriter did with a block's output: the batch as stored, a description of the
+    shard (its manifest entry; None when nothing was written) and, for a TFRecord shard, each
+    record's length as framed: the read back checks these against the bytes it reads instead
+    of walking the records one by one to find them (seq_scan.scan_seq)."""
+
+    batch: pa.RecordBatch
+    shard: dict | None
+    framed: np.ndarray | None = None
+
+
+# Writes a block's output where the stage keeps it (see pipeline/tfrecord/): a Written, or its
+# first two fields.
+ShardWriter = Callable[[int, pa.RecordBatch], Written | tuple[pa.RecordBatch, dict | None]]
 # A shard read back from storage and checked against its description: the problems found and
 # its seq (None if unreadable). verify takes a clean one instead of reading the shard again.
 ShardCheck = tuple[list[str], np.ndarray | None]
@@ -158,7 +171,7 @@ class MapTask:
     input_records: int | None = None
     retries: int = 3  # a block whose worker died runs again this many times (the runner's job)
     retry_user_errors: int = 0  # a call of `fn` that raised is tried again this many times
-    read_back: Callable[[dict], ShardCheck] | None = None
+    read_back: Callable[[dict, np.ndarray | None], ShardCheck] | None = None
 
     def __call__(self, block: Block) -> BlockResult:
         fn = self.fn if not self.retry_user_errors else functools.partial(
@@ -166,9 +179,8 @@ class MapTask:
         try:
             out, letters = apply_isolating(fn, block.batch, self.dead_letters)
             positions = check_order(self.stage, block, out)
-            shard = None
-            if self.sink is not None:
-                out, shard = self._write(block, out)
+            written = self._write(block, out)
+            out = written.batch
         except RowFailed as exc:
             return BlockResult(self.stage, block.index, block.first_seq,
                                failure=StageFailure.of(exc.error, seq=exc.seq))
@@ -177,21 +189,21 @@ class MapTask:
                                failure=StageFailure.of(exc))
         return BlockResult(self.stage, block.index, block.first_seq, out,
                            _count(len(block), positions, len(letters)), None,
-                           tuple(letters), shard, self._read_back(shard))
+                           tuple(letters), written.shard, self._read_back(written))
 
-    def _read_back(self, shard: dict | None) -> ShardCheck | None:
-        if self.read_back is None or shard is None:
+    def _read_back(self, written: Written) -> ShardCheck | None:
+        if self.read_back is None or written.shard is None:
             return None
         try:
-            return self.read_back(shard)
+            return self.read_back(written.shard, written.framed)
         except Exception:  # verify reads it at the end, and says what is wrong
             return None
 
-    def _write(self, block: Block, out: pa.RecordBatch) -> tuple[pa.RecordBatch, dict | None]:
+    def _write(self, block: Block, out: pa.RecordBatch) -> Written:
         if self.sink is None:
-            return out, None
+            return Written(out, None)
         try:
-            return self.sink(block.index, out)
+            return Written(*self.sink(block.index, out))
         except Exception as exc:
             full = disk_full(exc)
             if full is not None:

@@ -35,8 +35,9 @@ def gzip_compress(data: bytes, level: int = DEFAULT_LEVEL) -> bytes:
     return bytes(deflate.gzip_compress(data, level))
 
 
-def inflate_member(data: bytes) -> bytes | None:
+def inflate_member(data: bytes, *, copy: bool = True) -> bytes | bytearray | None:
     """A whole stream that is one gzip member, inflated at once; None if it is not that.
+    Not `copy`: the bytearray libdeflate wrote (a reader that only scans it saves a copy).
 
     None (read it with a streaming reader, which says what is wrong) for anything else:
     damaged data, several members (`cat a.gz b.gz`), trailing bytes, or more than 256 MiB.
@@ -52,4 +53,6 @@ def inflate_member(data: bytes) -> bytes | None:
         out = deflate.gzip_decompress(data, size) if size else deflate.gzip_decompress(data, 1)
     except (deflate.DeflateError, ValueError):
         return None
-    return bytes(out) if len(out) == size else None
+    if len(out) != size:
+        return None
+    return bytes(out) if copy else out

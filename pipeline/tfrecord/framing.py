@@ -199,7 +199,8 @@ def iter_record_chunks(stream: IO[bytes], name: str, compression: str = "auto"
                             "file was cut short or is not a TFRecord file.")
 
 
-def _decompressed(stream: IO[bytes], compression: str) -> Iterator[bytes]:
+def _decompressed(stream: IO[bytes], compression: str, copy: bool = True
+                  ) -> Iterator[bytes | bytearray]:
     first = stream.read(_READ_CHUNK)
     if compression == "none" or (compression == "auto" and not first.startswith(_GZIP_MAGIC)):
         while first:
@@ -209,7 +210,7 @@ def _decompressed(stream: IO[bytes], compression: str) -> Iterator[bytes]:
     if len(first) < _READ_CHUNK:
         # The whole stream, as a shard seqline wrote (one member, a few MB): libdeflate inflates
         # it at once, ~2x zlib's speed. Anything else is streamed with zlib below.
-        whole = inflate_member(first)
+        whole = inflate_member(first, copy=copy)
         if whole is not None:
             yield whole
             return

@@ -14,8 +14,10 @@ seq, and any shard it refuses costs one more read, never a different verdict.
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -40,21 +42,29 @@ _LIST_TAGS = (0x0A, 0x12, 0x1A)
 _PACKED = 0x0A  # Int64List.value, packed (what every writer emits for a non-empty list)
 # 10: the longest varint (a negative int64); lengths of a shard's parts fit far fewer bytes.
 _VARINT_MAX = 10
+# Bytes read at once from each record by the vouched scan: the Example's tag, its features'
+# length (up to 4 bytes), a seq entry (17 bytes) and the seq (up to 10).
+_WINDOW = 32
 
 
-def scan_seq(data: bytes, compression: str, *, vouched: bool = False) -> np.ndarray | None:
+def scan_seq(data: bytes, compression: str, *, vouched: bool = False,
+             framed: np.ndarray | None = None) -> np.ndarray | None:
     """The seq of every record of a shard's stored bytes, in order, or None (read it exactly).
 
     Args:
         data: the shard file's bytes as stored.
         compression: "gzip", "none" or "auto", as for `iter_records`.
         vouched: the bytes' SHA-256 matched the one their writer recorded: they are the
-            bytes it framed, with data CRCs it computed over them, holding Examples as
-            seqline's encoder writes them (features in key order, each once). The data CRCs
-            are then not computed again, and a seq that is every Example's first feature
-            (`__seq__` sorts before lower-case names) is read there, without walking the map
-            entries after it. Lengths, their CRCs and the seq's own layout are still checked;
-            anything else takes the full scan.
+            bytes it framed, with the CRCs it computed over them, holding Examples as
+            seqline's encoder writes them (features in key order, each once). The CRCs
+            (integrity, which the SHA-256 proves) are then not computed again, and a seq that
+            is every Example's first feature (`__seq__` sorts before lower-case names) is read
+            there, without walking the map entries after it. Where the records start and end
+            and the seq's own layout are still checked; anything else takes the full scan.
+            (That the writer computes its CRCs as TensorFlow's does, golden bytes pin.)
+        framed: each record's length as the writer framed it, if known: where the records
+            start is then checked against the length fields at once, not found by a walk
+            from one to the next (if the check fails, the walk runs).
 
     Returns:
         int64 seq per record; None when the bytes are not a well-formed shard of Examples in
@@ -63,15 +73,18 @@ def scan_seq(data: bytes, compression: str, *, vouched: bool = False) -> np.ndar
     Example: a shard of Examples with __seq__ 4, 5, 6 gives array([4, 5, 6]).
     """
     try:
-        buffer = b"".join(_decompressed(io.BytesIO(data), compression))
+        chunks = list(_decompressed(io.BytesIO(data), compression, copy=False))
+        buffer = chunks[0] if len(chunks) == 1 else b"".join(chunks)  # one: as inflated
     except CorruptRecord:
         return None
-    starts = _record_starts(buffer)
+    starts = _starts_as_framed(buffer, framed) if framed is not None else None
+    if starts is None:
+        starts = _record_starts(buffer)
     if starts is None:
         return None
     view = np.frombuffer(buffer, np.uint8)
-    lengths = _framed_lengths(buffer, starts)
-    if lengths is None:
+    lengths = np.diff(starts, append=len(buffer)) - (_HEADER + _FOOTER)
+    if not vouched and not _length_crcs_match(buffer, starts, lengths):
         return None
     if vouched:
         seq = _seq_first(view, starts + _HEADER, lengths)
@@ -82,7 +95,7 @@ def scan_seq(data: bytes, compression: str, *, vouched: bool = False) -> np.ndar
     return _seq_of_examples(view, starts + _HEADER, lengths)
 
 
-def _record_starts(buffer: bytes) -> np.ndarray | None:
+def _record_starts(buffer: bytes | bytearray) -> np.ndarray | None:
     """Where each record starts: one walk over the length fields (each depends on the last)."""
     starts: list[int] = []
     add, unpack = starts.append, struct.Struct("<Q").unpack_from
@@ -93,35 +106,40 @@ def _record_starts(buffer: bytes) -> np.ndarray | None:
     return np.array(starts, np.int64) if pos == size else None
 
 
-def _framed_lengths(buffer: bytes, starts: np.ndarray) -> np.ndarray | None:
-    """Each record's length, if every length's CRC matches.
+def _starts_as_framed(buffer: bytes | bytearray, framed: np.ndarray) -> np.ndarray | None:
+    """Where each record starts if the records have the `framed` lengths: as `_record_starts`
+    finds them, checked in one pass (each record's length field says its length, and the
+    last ends where the buffer does); None if they do not."""
+    steps = framed.astype(np.int64) + (_HEADER + _FOOTER)
+    if not len(steps) or steps.sum() != len(buffer):
+        return None
+    starts = np.concatenate(([0], np.cumsum(steps[:-1])))
+    return starts if np.array_equal(_at_any_offset(buffer, "<u8")[starts], framed) else None
 
-    The walk has checked that each record ends where the next starts, so a length is the gap
-    between starts less the framing; only the stored CRCs are gathered (at any byte offset,
-    from four aligned uint32 views of the buffer: no 2-D index arrays).
-    """
-    lengths = np.diff(starts, append=len(buffer)) - (_HEADER + _FOOTER)
-    stored = _uint32s_at(buffer, starts + 8)
-    return lengths if np.array_equal(stored, _length_crcs(lengths)) else None
+
+def _length_crcs_match(buffer: bytes | bytearray, starts: np.ndarray, lengths: np.ndarray) -> bool:
+    """Each length field's stored CRC is its own (the starts place every record end to end,
+    so a length is the gap between two starts less the framing)."""
+    return np.array_equal(_uint32s_at(buffer, starts + 8), _length_crcs(lengths))
 
 
-def _uint32s_at(buffer: bytes | np.ndarray, at: np.ndarray) -> np.ndarray:
+def _uint32s_at(buffer: bytes | bytearray | np.ndarray, at: np.ndarray) -> np.ndarray:
     """The little-endian uint32 at each byte offset `at` (each at least 4 bytes from the end)."""
-    out = np.empty(len(at), np.uint32)
-    phase = at & 3
-    for k in range(4):
-        rows = np.flatnonzero(phase == k)
-        if len(rows):
-            words = np.frombuffer(buffer, "<u4", (len(buffer) - k) // 4, k)
-            out[rows] = words[(at[rows] - k) >> 2]
-    return out
+    return _at_any_offset(buffer, "<u4")[at]
 
 
-def _data_crcs_match(buffer: bytes, view: np.ndarray, starts: np.ndarray,
+def _at_any_offset(buffer: bytes | bytearray | np.ndarray, dtype: str) -> np.ndarray:
+    """The buffer as one `dtype` value starting at each of its bytes (a view, no copy)."""
+    size = np.dtype(dtype).itemsize
+    return np.ndarray((max(0, len(buffer) - size + 1),), dtype, buffer, strides=(1,))
+
+
+def _data_crcs_match(buffer: bytes | bytearray, view: np.ndarray, starts: np.ndarray,
                      lengths: np.ndarray) -> bool:
     ends = starts + _HEADER + lengths
     stored = view[ends[:, None] + np.arange(_FOOTER)].view("<u4").ravel()
-    return np.array_equal(stored, _data_crcs_at(buffer, starts + _HEADER, ends))
+    # google_crc32c reads bytes only: bytes() is the buffer itself, or a copy of a bytearray
+    return np.array_equal(stored, _data_crcs_at(bytes(buffer), starts + _HEADER, ends))
 
 
 def _seq_of_examples(view: np.ndarray, at: np.ndarray, lengths: np.ndarray
@@ -146,16 +164,70 @@ def _seq_of_examples(view: np.ndarray, at: np.ndarray, lengths: np.ndarray
 
 
 def _seq_first(view: np.ndarray, at: np.ndarray, lengths: np.ndarray) -> np.ndarray | None:
-    """The `__seq__` of Examples whose first map entry is it, spanning exactly; else None."""
-    end = at + lengths
-    features = _field(view, at, end, _EMBEDDED)
-    if features is None or not np.array_equal(features[1], end) or (features[0] == end).any():
+    """The `__seq__` of Examples whose first map entry is it, as seqline's encoder writes it;
+    else None (the full scan decides).
+
+    One read of `_WINDOW` bytes a record, no gather per field: the Example's tag and its
+    features' length (spanning the record exactly), then the entry and the seq's varint
+    compared as four words with what the encoder writes (`_entry_words`), then the seq.
+    """
+    n = len(at)
+    if not n or at[-1] + _WINDOW > len(view):
         return None
-    seq_at = np.full(len(at), -1, np.int64)
-    entry_end = _map_entry(view, features[0], end, seq_at, np.arange(len(at)))
-    if entry_end is None or (seq_at < 0).any():
+    rows = _at_any_offset(view, f"V{_WINDOW}")[at].view(np.uint8).reshape(n, _WINDOW)
+    words = rows.view("<u8")
+    size = np.ones(n, np.int64)  # of the features' length: a varint of up to 4 bytes
+    going = rows[:, 1] >= 0x80
+    for k in range(2, 6):
+        size += going
+        going &= rows[:, k] >= 0x80
+    if rows[:, 0].min() != _EMBEDDED or rows[:, 0].max() != _EMBEDDED or (size > 4).any():
         return None
-    return _one_int64(view, seq_at, entry_end)
+    features = np.zeros(n, np.int64)
+    for k in range(int(size.max())):
+        features |= np.where(k < size, (rows[:, 1 + k] & 0x7F).astype(np.int64) << (7 * k), 0)
+    if not np.array_equal(1 + size + features, lengths):
+        return None
+    seq = np.zeros(n, np.uint64)
+    for offset, group in _groups(size + 1):  # where the entry starts: one value but in huge shards
+        widths = rows[group, offset + 16]  # the seq's varint size, as the entry says
+        for width, ones in _groups(widths, group):
+            if not 1 <= width <= _VARINT_MAX or (17 + width > features[ones]).any():
+                return None
+            mask, expected = _entry_words(offset, width)
+            if not ((words[ones] & mask) == expected).all():
+                return None
+            varint = rows[ones, offset + 17:offset + 17 + width] & 0x7F
+            for k in range(width):
+                seq[ones] |= varint[:, k].astype(np.uint64) << np.uint64(7 * k)
+    return seq.view(np.int64)
+
+
+def _groups(values: np.ndarray, rows: np.ndarray | slice = slice(None)
+            ) -> Iterator[tuple[int, np.ndarray | slice]]:
+    """Each value of `values` and its `rows` (all of them as a slice, the usual case)."""
+    low, high = int(values.min()), int(values.max())
+    if low == high:
+        yield low, rows
+        return
+    for value in range(low, high + 1):
+        found = np.flatnonzero(values == value)
+        if len(found):
+            yield value, found if isinstance(rows, slice) else rows[found]
+
+
+@functools.cache
+def _entry_words(offset: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mask and value, as `_WINDOW // 8` words, of a `__seq__` entry at byte `offset` of a
+    window, for a seq of `width` varint bytes: its 17 bytes, and the varint's continuation bits
+    (set on every byte but the last). Each length fits one byte: the entry is 17 + width."""
+    mask, value = np.zeros(_WINDOW, np.uint8), np.zeros(_WINDOW, np.uint8)
+    entry = [_EMBEDDED, width + 15, _EMBEDDED, len(_KEY), *_KEY, _VALUE, width + 4, _INT64_LIST,
+             width + 2, _PACKED, width]
+    mask[offset:offset + 17], value[offset:offset + 17] = 0xFF, entry
+    mask[offset + 17:offset + 17 + width] = 0x80
+    value[offset + 17:offset + 16 + width] = 0x80
+    return mask.view("<u8"), value.view("<u8")
 
 
 def _map_entry(view: np.ndarray, at: np.ndarray, end: np.ndarray, seq_at: np.ndarray,

@@ -14,7 +14,9 @@ import hashlib
 
 import pyarrow as pa
 
+from seqline.pipeline.arrays import binary_lengths
 from seqline.pipeline.storage import folder, storage_of
+from seqline.pipeline.tasks import Written
 from seqline.pipeline.tfrecord.coding import encode, normalize
 from seqline.pipeline.tfrecord.compression import DEFAULT_LEVEL, gzip_compress
 from seqline.pipeline.tfrecord.framing import frame
@@ -33,12 +35,13 @@ class ShardSink:
                  ) -> None:
         self.folder, self.compression, self.level = folder, compression, level
 
-    def __call__(self, index: int, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict | None]:
+    def __call__(self, index: int, batch: pa.RecordBatch) -> Written:
         batch = normalize(batch)
         if batch.num_rows == 0:
-            return batch, None  # no empty shard files: a fully filtered block writes nothing
+            return Written(batch, None)  # no empty shard file for a fully filtered block
         suffix = ".tfrecord.gz" if self.compression == "gzip" else ".tfrecord"
-        data = frame(encode(batch))
+        records = encode(batch)
+        data = frame(records)
         if self.compression == "gzip":
             # One gzip member, by libdeflate: the same bytes on every runner and machine.
             data = gzip_compress(data, self.level)
@@ -48,6 +51,7 @@ class ShardSink:
         # durable: the manifest that lists this shard is committed after it
         storage.write_atomically(place / name, data, durable=True)
         seq = batch.column("__seq__")
-        return batch, {"path": name, "records": batch.num_rows, "bytes": len(data),
-                       "sha256": hashlib.sha256(data).hexdigest(),
-                       "seq_first": seq[0].as_py(), "seq_last": seq[-1].as_py()}
+        return Written(batch, {"path": name, "records": batch.num_rows, "bytes": len(data),
+                               "sha256": hashlib.sha256(data).hexdigest(),
+                               "seq_first": seq[0].as_py(), "seq_last": seq[-1].as_py()},
+                       binary_lengths(records))

@@ -78,7 +78,7 @@ def test_a_shard_read_while_its_stage_commits_is_found_in_the_committed_folder(t
 
     tmp, final = tmp_path / ".features.tmp-1", tmp_path / "features"
     tmp.mkdir()
-    batch, shard = ShardSink(str(tmp))(0, _batch(5))
+    batch, shard, _ = ShardSink(str(tmp))(0, _batch(5))
     feed = ShardFeed("features", tmp)
     feed.add(shard, batch.schema)
     tmp.rename(final)  # committed, and the feed does not know yet

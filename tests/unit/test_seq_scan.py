@@ -10,7 +10,15 @@ import pyarrow as pa
 import pytest
 
 from seqline.pipeline.blocks import SEQ, seq_of
-from seqline.pipeline.tfrecord import CorruptRecord, decode, encode, frame, iter_records, normalize
+from seqline.pipeline.tfrecord import (
+    CorruptRecord,
+    decode,
+    encode,
+    frame,
+    iter_records,
+    normalize,
+    seq_scan,
+)
 from seqline.pipeline.tfrecord.seq_scan import scan_seq
 
 _SEQ_ONLY = pa.schema([pa.field(SEQ, pa.int64())])
@@ -111,6 +119,7 @@ _SEQ_5 = _entry(SEQ.encode(), b"\x1a\x03\x0a\x01\x05")  # int64_list [5], packed
 # it does not vouch for, framed with correct CRCs.
 REFUSED = [
     ("a flipped length byte", lambda: _flip(frame(_records(5)), 0)),
+    ("a flipped length CRC", lambda: _flip(frame(_records(5)), 8)),
     ("a flipped data byte", lambda: _flip(frame(_records(5)), 30)),
     ("a flipped data CRC", lambda: _flip(frame(_records(5)), 12 + len(_records(5)[0]) + 3)),
     ("a truncated record", lambda: frame(_records(5))[:-3]),
@@ -137,10 +146,11 @@ def test_seq_scan_leaves_what_it_does_not_vouch_for_to_the_exact_reader(make):
     assert scan_seq(data, "auto") is None
 
 
-# What bytes whose SHA-256 their writer vouches for skip: the data CRCs (the writer computed
-# them over these very bytes) and the map entries after a first `__seq__` (seqline's encoder
-# writes each key once).
-SKIPPED_WHEN_VOUCHED = {"a flipped data byte", "a flipped data CRC", "seq twice"}
+# What bytes whose SHA-256 their writer vouches for skip: the CRCs (the writer computed them
+# over these very bytes; integrity is the SHA-256's to prove) and the map entries after a first
+# `__seq__` (seqline's encoder writes each key once).
+SKIPPED_WHEN_VOUCHED = {"a flipped data byte", "a flipped data CRC", "a flipped length CRC",
+                        "seq twice"}
 
 
 @pytest.mark.parametrize("make", [r[1] for r in REFUSED if r[0] not in SKIPPED_WHEN_VOUCHED],
@@ -163,3 +173,69 @@ def test_seq_scan_refuses_every_single_flipped_byte_of_a_small_shard():
         assert scan_seq(damaged, "none") is None, at
         with pytest.raises(CorruptRecord):
             _exact(damaged, "none")
+
+
+def _seq_first_records(n: int, first: int, text: int) -> list[bytes]:
+    """Examples whose first feature is `__seq__` (it sorts before `zz`), `text` bytes long."""
+    columns = {SEQ: pa.array(np.arange(first, first + n), pa.int64()),
+               "zz": pa.array(["z" * text] * n)}
+    return encode(normalize(pa.record_batch(columns))).to_pylist()
+
+
+@pytest.mark.parametrize(("first", "text"), [(0, 40), (120, 40), (-5, 40), (2 ** 40, 40),
+                                              (100, 20_000)],
+                         ids=["one-byte seq", "seq across 128", "negative seq", "six-byte seq",
+                              "an Example over 16 KiB"])
+def test_seq_scan_reads_a_first_seq_in_one_window_a_record(first, text):
+    data = _shard(_seq_first_records(20, first, text), "gzip")
+    np.testing.assert_array_equal(scan_seq(data, "gzip", vouched=True), _exact(data, "gzip"))
+    framed = _shard(_seq_first_records(20, first, text), "none")
+    starts = np.cumsum([0, *(len(r) + 16 for r in _seq_first_records(20, first, text))])[:-1]
+    lengths = np.array([len(r) for r in _seq_first_records(20, first, text)])
+    # the one-window read itself takes them (a None would leave them to the full scan)
+    window = seq_scan._seq_first(np.frombuffer(framed, np.uint8), starts + 12, lengths)
+    np.testing.assert_array_equal(window, np.arange(first, first + 20))
+
+
+def test_seq_scan_of_vouched_bytes_never_differs_from_the_exact_reader_on_a_changed_byte():
+    """Each byte the vouched scan reads of an Example (its tag and length, its seq entry: 21
+    bytes for seq 300; the entries after it are what the SHA-256 vouches for) changed three
+    ways, framed again with its CRCs (as a writer framing a wrong Example would): the vouched
+    scan gives the exact reader's seq or None (the exact reader then reads it), never another."""
+    records = _seq_first_records(3, first=300, text=40)
+    for at in range(21):
+        for mask in (0x01, 0x80, 0xFF):
+            damaged = bytearray(records[1])
+            damaged[at] ^= mask
+            data = frame([records[0], bytes(damaged), records[2]])
+            found = scan_seq(data, "none", vouched=True)
+            if found is None:
+                continue
+            try:
+                exact = _exact(data, "none")
+            except Exception:  # noqa: BLE001 - any refusal of the exact reader
+                exact = None
+            assert exact is not None and np.array_equal(found, exact), (at, mask)
+
+
+def test_seq_scan_takes_the_writers_lengths_only_as_the_length_fields_say():
+    """The writer's lengths (Written.framed) place the records at once; lengths that do not
+    match the bytes' own length fields leave the walk to find them, with the same seq."""
+    records = _records(40)
+    lengths = np.array([len(r) for r in records])
+    data = frame(records)
+    walked = seq_scan._record_starts(data)
+    np.testing.assert_array_equal(seq_scan._starts_as_framed(data, lengths), walked)
+    swapped = lengths.copy()
+    swapped[[3, 4]] = swapped[[4, 3]]  # the same total, other places
+    assert lengths[3] != lengths[4]
+    for wrong in (swapped, lengths[:-1], lengths + 1, np.r_[lengths, 0], lengths[::-1]):
+        assert seq_scan._starts_as_framed(data, wrong) is None
+        for compression, shard in (("none", data), ("gzip", gzip.compress(data, mtime=0))):
+            for vouched in (False, True):
+                np.testing.assert_array_equal(
+                    scan_seq(shard, compression, vouched=vouched, framed=wrong),
+                    _exact(shard, compression))
+    np.testing.assert_array_equal(scan_seq(data, "none", framed=lengths), _exact(data, "none"))
+    # a damaged length field is found with the lengths given too
+    assert scan_seq(_flip(data, 0), "none", vouched=True, framed=lengths) is None

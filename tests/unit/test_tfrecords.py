@@ -50,7 +50,7 @@ def test_tfrecords_framing_is_byte_identical_to_tensorflows_writer(tmp_path):
 def test_tfrecords_gzip_golden_bytes_match_the_recipe_and_the_sink(tmp_path):
     """libdeflate's output pinned: the same on every machine for one version (decision 51)."""
     assert golden_gzip_bytes() == GOLDEN_GZIP.read_bytes()
-    _, shard = tfrecord.ShardSink(str(tmp_path), "gzip")(0, shard_batch())
+    shard = tfrecord.ShardSink(str(tmp_path), "gzip")(0, shard_batch()).shard
     assert (tmp_path / shard["path"]).read_bytes() == GOLDEN_GZIP.read_bytes()
 
 
@@ -58,7 +58,7 @@ def test_tfrecords_gzip_golden_bytes_match_the_recipe_and_the_sink(tmp_path):
 def test_tfrecords_tf_data_parses_a_gzip_shard_with_seq_in_order(tmp_path, level):
     tf = pytest.importorskip("tensorflow")
     batch = pa.record_batch({"x": np.arange(500, dtype=np.float64), SEQ: np.arange(500) + 7})
-    _, shard = tfrecord.ShardSink(str(tmp_path), "gzip", level)(3, batch)
+    shard = tfrecord.ShardSink(str(tmp_path), "gzip", level)(3, batch).shard
     assert shard["path"] == "shard-000003.tfrecord.gz"
     assert (shard["records"], shard["seq_first"], shard["seq_last"]) == (500, 7, 506)
     spec = {SEQ: tf.io.FixedLenFeature([], tf.int64), "x": tf.io.FixedLenFeature([], tf.float32)}
