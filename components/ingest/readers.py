@@ -300,7 +300,7 @@ def _read_tfrecord(source: Source, types: dict[str, pa.DataType]) -> Iterator[Pa
         with source.open(decompress=not gzip) as f:
             for records in tfrecord.iter_record_chunks(f, source.name):
                 if schema is None:
-                    inferred = _infer_example_schema(records.as_list(4096))
+                    inferred = _infer_example_schema(records.as_list(4096), source.name)
                     schema = pa.schema([pa.field(f.name, types.get(f.name, f.type))
                                         for f in inferred])
                 batch, bad = _decode_each_bad(records, schema, done)
@@ -329,15 +329,29 @@ def _decode_each_bad(records: tfrecord.Records, schema: pa.Schema, first: int
     return tfrecord.decode(good, schema), bad
 
 
-def _infer_example_schema(records: list[bytes]) -> pa.Schema:
-    """Types from the first records: a feature with one value in every record is a scalar."""
+def _is_example(decoder: Any, record: bytes) -> bool:
+    try:
+        decoder.DecodeBatch([record])
+    except RuntimeError:
+        return False
+    return True
+
+
+def _infer_example_schema(records: list[bytes], name: str) -> pa.Schema:
+    """Types from the first records: a feature with one value in every record is a scalar.
+    Records that are not Examples are left out (they become bad records when read); if none
+    of them is one, the file is not a file of Examples."""
     from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
+    decoder = ExamplesToRecordBatchDecoder()
     try:
-        raw = ExamplesToRecordBatchDecoder().DecodeBatch(records)
+        raw = decoder.DecodeBatch(records)
     except RuntimeError as exc:
-        raise tfrecord.CorruptRecord(f"the first records are not tf.train.Example: {exc}") \
-            from exc
+        examples = [r for r in records if _is_example(decoder, r)]  # the error path only
+        if not examples:
+            raise tfrecord.CorruptRecord(
+                f"{name}: the first records are not tf.train.Example: {exc}") from exc
+        raw = decoder.DecodeBatch(examples)
     fields = []
     for name, col in zip(raw.schema.names, raw.columns, strict=True):
         inner = pa.binary() if pa.types.is_large_binary(col.type.value_type) \

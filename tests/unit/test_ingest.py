@@ -84,6 +84,22 @@ def test_ingest_bad_input_fails_naming_file_line_and_seq(tmp_path, text, params,
         _read(tmp_path, ["in.csv"], **params)
 
 
+def test_ingest_a_bad_record_among_the_first_of_a_tfrecord_file_is_a_dead_letter(tmp_path):
+    """The schema comes from the records that are Examples: a bad one among the first (which
+    fix the schema) is set aside with its seq, as one further on is, not the whole file."""
+    batch = tfrecord.normalize(pa.record_batch({"day": [1, 2, 3], "w": ["a", "b", "c"]}))
+    good = tfrecord.encode(batch).to_pylist()
+    records = [good[0], b"\xff\xfe not an Example", good[1], good[2]]
+    (tmp_path / "x.tfrecord").write_bytes(tfrecord.frame(records))
+    table, letters, _ = _read(tmp_path, ["x.tfrecord"], "tfrecord", errors=BUDGET)
+    assert table.column("day").to_pylist() == [1, 2, 3]
+    assert table.column(SEQ).to_pylist() == [0, 2, 3]
+    assert [d.seq for d in letters] == [1]
+    (tmp_path / "y.tfrecord").write_bytes(tfrecord.frame([b"\xff\xfe", b"\x0a\x05junk"]))
+    with pytest.raises(StageError, match=r"y\.tfrecord.*not tf\.train\.Example"):
+        _read(tmp_path, ["y.tfrecord"], "tfrecord", errors=BUDGET)
+
+
 def test_ingest_unreadable_tfrecord_fails_naming_the_file(tmp_path):
     (tmp_path / "x.tfrecord").write_bytes(b"this is not a TFRecord file at all")
     with pytest.raises(StageError, match=r"unreadable TFRecord file: .*x\.tfrecord: "):
