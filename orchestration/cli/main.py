@@ -3,6 +3,8 @@ console script that prints click's usage errors in seqline's one-line voice."""
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from typing import Annotated
 
@@ -25,6 +27,10 @@ from seqline.orchestration.environment import quiet_engines, take_launcher_pipe
 from seqline.pipeline.errors import disk_full, disk_full_message
 
 __all__ = ["app", "main_command"]
+
+# The exit status of a command whose output could not be written: CPython's own, when it
+# cannot flush stdout at exit.
+OUTPUT_FAILED = 120
 
 # Help piped or in a CI log: click's plain text, one line per option and paragraph (rich would
 # box it and cut it to 80 columns, or to COLUMNS). On a terminal, rich's panels.
@@ -111,10 +117,30 @@ def main_command() -> None:
         full = disk_full(exc)
         if full is None:
             raise
+        where = _output_full()
         try:
+            if where is not None:  # the output itself (`> /dev/full`, a file on a full disk)
+                fail(f"the output cannot be written: {where} is full ({full.strerror}). Send "
+                     "it elsewhere, or free space there.", code=OUTPUT_FAILED)
             fail(disk_full_message(full, "."), code=1)
         except typer.Exit as exit_:
             code = exit_.exit_code
     sys.exit(code if isinstance(code, int) else 0)
 
 
+def _output_full() -> str | None:
+    """Where the standard output goes, if that is what is full: /dev/full, or a file on a
+    filesystem with no space left (its path, as Linux tells it); None otherwise."""
+    try:
+        fd = sys.stdout.fileno()
+        found = os.fstat(fd)
+        full = (stat.S_ISCHR(found.st_mode) and found.st_rdev == os.makedev(1, 7)) or (
+            stat.S_ISREG(found.st_mode) and os.fstatvfs(fd).f_bavail == 0)
+    except (OSError, ValueError):  # no descriptor (a test's captured output), or closed
+        return None
+    if not full:
+        return None
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return "the standard output"

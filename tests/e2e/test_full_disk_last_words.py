@@ -192,3 +192,27 @@ def test_a_run_whose_store_is_on_a_full_disk_says_one_line_and_then_runs(tmp_pat
             filler.unlink()
         done = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
+
+
+def test_a_command_whose_output_has_no_room_says_so_and_names_where_it_goes(tmp_path):
+    """`seqline … > /dev/full`, or output into a file on a full disk: one line naming where
+    the output goes, exit 120 (CPython's own for an output it could not write), not a full
+    disk blamed on the folder the command ran in with a hint to resume a run."""
+    with RunStore.open(tmp_path / "root"):
+        pass  # a store with no runs: `runs list` prints its empty table
+    command = [EXE, "runs", "list", "--root", str(tmp_path / "root")]
+    with open("/dev/full", "w") as nowhere:
+        done = subprocess.run(command, cwd=tmp_path, stdout=nowhere, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    assert done.returncode == 120, done.stderr
+    assert done.stderr == ("error: the output cannot be written: /dev/full is full (No space "
+                           "left on device). Send it elsewhere, or free space there.\n")
+    with small_filesystem(tmp_path / "disk", "1m") as mount:
+        filler = fill(mount)
+        with open(mount / "out.txt", "w") as out:
+            done = subprocess.run([EXE, "--help"], cwd=tmp_path, stdout=out,
+                                  stderr=subprocess.PIPE, text=True, timeout=120)
+        filler.unlink()
+    assert done.returncode == 120, done.stderr
+    assert done.stderr.startswith(f"error: the output cannot be written: {mount}/out.txt is "
+                                  "full"), done.stderr
