@@ -108,8 +108,9 @@ def json_lines(folder, rng):
 
 
 def tfrecord_shards(folder, rng):
-    """gzip shards as seqline writes them (read in place: scalar_decoder.py), one holding a
-    record that is not an Example (its chunk goes to tfx-bsl, the record to dead letters)."""
+    """gzip shards as seqline writes them (read in place: scalar_decoder.py), two holding a
+    record that is not an Example (its chunk goes to tfx-bsl, the record to dead letters):
+    one among the first 4,096 records, from which the file's types are inferred."""
     for k in range(4):
         n = 6_000
         batch = tfrecord.normalize(pa.record_batch({
@@ -118,8 +119,10 @@ def tfrecord_shards(folder, rng):
                               for i, t in enumerate(rng.normal(size=n))]),
             "city": rng.choice(["Oslo", "Lima", "Kyiv"], n)}))
         examples = tfrecord.encode(batch).to_pylist()
+        if k == 1:
+            examples[3] = b"\xff\xfe not an Example"  # among the 4,096 that fix types
         if k == 2:
-            examples[5_000] = b"\xff\xff not an Example"  # past the 4,096 that fix types
+            examples[5_000] = b"\xff\xff not an Example"  # past them
         (folder / f"s{k}.tfrecord.gz").write_bytes(gzip_compress(tfrecord.frame(examples)))
     return ["s*.tfrecord.gz"], "tfrecord"
 
