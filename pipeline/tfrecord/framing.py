@@ -229,30 +229,52 @@ def _decompressed(stream: IO[bytes], compression: str, copy: bool = True
 
 def _split(buffer: bytes, name: str, offset: int, number: int) -> tuple[Records, int]:
     """The whole records at the start of `buffer`, checked, and how many bytes they used."""
-    starts: list[int] = []
-    pos, size, unpack = 0, len(buffer), struct.Struct("<Q").unpack_from
-    while pos + _HEADER <= size:
-        (length,) = unpack(buffer, pos)
-        if pos + _HEADER + length + _FOOTER > size:
-            break
-        starts.append(pos)
-        pos += _HEADER + length + _FOOTER
-    begin = np.array(starts, np.int64)
-    length_arr = np.diff(begin, append=pos) - (_HEADER + _FOOTER)
-    view = np.frombuffer(buffer, np.uint8, count=pos)
-    stored = view[begin[:, None] + np.arange(8, 12)].copy().view("<u4").ravel()
-    bad = np.flatnonzero(stored != _length_crcs(length_arr))
+    starts, pos = _walk(buffer)
+    lengths = np.diff(starts, append=pos) - (_HEADER + _FOOTER)
+    bad = _bad_length_crcs(buffer, starts, lengths)
     if len(bad):
         i = int(bad[0])
         raise CorruptRecord(f"{name}: record {number + i} at byte {offset + starts[i]} has a "
                             "corrupt length (its CRC does not match). The file is damaged or "
                             "not a TFRecord file.")
-    records = Records(buffer, begin + _HEADER, length_arr)
-    ends = records.starts + length_arr
-    stored = view[ends[:, None] + np.arange(_FOOTER)].copy().view("<u4")
-    bad = np.flatnonzero(stored.ravel() != _data_crcs_at(buffer, records.starts, ends))
+    bad = _bad_data_crcs(buffer, starts, lengths)
     if len(bad):
         i = int(bad[0])
         raise CorruptRecord(f"{name}: record {number + i} at byte {offset + starts[i]} is "
                             "corrupt (its data CRC does not match). The file is damaged.")
-    return records, pos
+    return Records(buffer, starts + _HEADER, lengths), pos
+
+
+def _walk(buffer: bytes | bytearray) -> tuple[np.ndarray, int]:
+    """Where each whole record at the start of `buffer` starts, and where the last one ends:
+    one step a record along the length fields (each depends on the one before)."""
+    starts: list[int] = []
+    add, unpack = starts.append, struct.Struct("<Q").unpack_from
+    pos, size = 0, len(buffer)
+    while pos + _HEADER <= size:
+        add(pos)
+        pos += unpack(buffer, pos)[0] + _HEADER + _FOOTER
+    if pos > size:  # the last one runs past the buffer: not a whole record (yet)
+        pos = starts.pop()
+    return np.array(starts, np.int64), pos
+
+
+def _bad_length_crcs(buffer: bytes | bytearray, starts: np.ndarray, lengths: np.ndarray
+                     ) -> np.ndarray:
+    """The records whose length field's stored CRC is not its own."""
+    return np.flatnonzero(_at_any_offset(buffer, "<u4")[starts + 8] != _length_crcs(lengths))
+
+
+def _bad_data_crcs(buffer: bytes | bytearray, starts: np.ndarray, lengths: np.ndarray
+                   ) -> np.ndarray:
+    """The records whose data's stored CRC is not its own."""
+    ends = starts + _HEADER + lengths
+    stored = _at_any_offset(buffer, "<u4")[ends]
+    # google_crc32c reads bytes only: bytes() is the buffer itself, or a copy of a bytearray
+    return np.flatnonzero(stored != _data_crcs_at(bytes(buffer), starts + _HEADER, ends))
+
+
+def _at_any_offset(buffer: bytes | bytearray | np.ndarray, dtype: str) -> np.ndarray:
+    """The buffer as one `dtype` value starting at each of its bytes (a view, no copy)."""
+    size = np.dtype(dtype).itemsize
+    return np.ndarray((max(0, len(buffer) - size + 1),), dtype, buffer, strides=(1,))

@@ -26,9 +26,11 @@ from seqline.pipeline.tfrecord.framing import (
     _FOOTER,
     _HEADER,
     CorruptRecord,
-    _data_crcs_at,
+    _at_any_offset,
+    _bad_data_crcs,
+    _bad_length_crcs,
     _decompressed,
-    _length_crcs,
+    _walk,
 )
 
 __all__ = ["scan_seq"]
@@ -79,36 +81,24 @@ def scan_seq(data: bytes, compression: str, *, vouched: bool = False,
         return None
     starts = _starts_as_framed(buffer, framed) if framed is not None else None
     if starts is None:
-        starts = _record_starts(buffer)
-    if starts is None:
-        return None
+        starts, end = _walk(buffer)
+        if end != len(buffer):  # a record cut short, or bytes after the last
+            return None
     view = np.frombuffer(buffer, np.uint8)
     lengths = np.diff(starts, append=len(buffer)) - (_HEADER + _FOOTER)
-    if not vouched and not _length_crcs_match(buffer, starts, lengths):
-        return None
     if vouched:
         seq = _seq_first(view, starts + _HEADER, lengths)
         if seq is not None:
             return seq
-    elif not _data_crcs_match(buffer, view, starts, lengths):
+    elif len(_bad_length_crcs(buffer, starts, lengths)) \
+            or len(_bad_data_crcs(buffer, starts, lengths)):
         return None
     return _seq_of_examples(view, starts + _HEADER, lengths)
 
 
-def _record_starts(buffer: bytes | bytearray) -> np.ndarray | None:
-    """Where each record starts: one walk over the length fields (each depends on the last)."""
-    starts: list[int] = []
-    add, unpack = starts.append, struct.Struct("<Q").unpack_from
-    pos, size = 0, len(buffer)
-    while pos + _HEADER <= size:
-        add(pos)
-        pos += unpack(buffer, pos)[0] + _HEADER + _FOOTER
-    return np.array(starts, np.int64) if pos == size else None
-
-
 def _starts_as_framed(buffer: bytes | bytearray, framed: np.ndarray) -> np.ndarray | None:
-    """Where each record starts if the records have the `framed` lengths: as `_record_starts`
-    finds them, checked in one pass (each record's length field says its length, and the
+    """Where each record starts if the records have the `framed` lengths: as `_walk` finds
+    them, checked in one pass (each record's length field says its length, and the
     last ends where the buffer does); None if they do not."""
     steps = framed.astype(np.int64) + (_HEADER + _FOOTER)
     if not len(steps) or steps.sum() != len(buffer):
@@ -117,29 +107,9 @@ def _starts_as_framed(buffer: bytes | bytearray, framed: np.ndarray) -> np.ndarr
     return starts if np.array_equal(_at_any_offset(buffer, "<u8")[starts], framed) else None
 
 
-def _length_crcs_match(buffer: bytes | bytearray, starts: np.ndarray, lengths: np.ndarray) -> bool:
-    """Each length field's stored CRC is its own (the starts place every record end to end,
-    so a length is the gap between two starts less the framing)."""
-    return np.array_equal(_uint32s_at(buffer, starts + 8), _length_crcs(lengths))
-
-
 def _uint32s_at(buffer: bytes | bytearray | np.ndarray, at: np.ndarray) -> np.ndarray:
     """The little-endian uint32 at each byte offset `at` (each at least 4 bytes from the end)."""
     return _at_any_offset(buffer, "<u4")[at]
-
-
-def _at_any_offset(buffer: bytes | bytearray | np.ndarray, dtype: str) -> np.ndarray:
-    """The buffer as one `dtype` value starting at each of its bytes (a view, no copy)."""
-    size = np.dtype(dtype).itemsize
-    return np.ndarray((max(0, len(buffer) - size + 1),), dtype, buffer, strides=(1,))
-
-
-def _data_crcs_match(buffer: bytes | bytearray, view: np.ndarray, starts: np.ndarray,
-                     lengths: np.ndarray) -> bool:
-    ends = starts + _HEADER + lengths
-    stored = view[ends[:, None] + np.arange(_FOOTER)].view("<u4").ravel()
-    # google_crc32c reads bytes only: bytes() is the buffer itself, or a copy of a bytearray
-    return np.array_equal(stored, _data_crcs_at(bytes(buffer), starts + _HEADER, ends))
 
 
 def _seq_of_examples(view: np.ndarray, at: np.ndarray, lengths: np.ndarray
