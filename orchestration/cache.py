@@ -16,8 +16,9 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from seqline.components.ingest.readers import Source
 from seqline.pipeline.artifacts import MANIFEST, listed_files, read_manifest
 from seqline.pipeline.errors import RunNotFound
 from seqline.pipeline.specs import ComponentSpec, PipelineSpec, StageSpec
@@ -151,19 +152,10 @@ def _imports(source: str, module: str) -> Iterator[str]:
 def file_digest(path: str) -> str:
     """A file's content hash (local path or fsspec URL), for ingest's cache key."""
     digest = hashlib.blake2b(digest_size=16)
-    with _open_bytes(path) as f:
+    with Source(path, local="://" not in path).open(decompress=False) as f:
         while chunk := f.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _open_bytes(path: str) -> IO[bytes]:
-    """A file's bytes as stored: Python's own open for a local path (fsspec's import is 40 ms)."""
-    if "://" not in path:
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
-    import fsspec
-
-    return fsspec.open(path, "rb", compression=None).open()  # type: ignore[no-any-return]
 
 
 def artifact_checksum(folder: Folder | str, known: Mapping[str, str] | None = None) -> str:
