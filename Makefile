@@ -85,7 +85,7 @@ INITDB := /usr/lib/postgresql/15/bin/initdb
 CHROMIUM := /usr/lib/chromium/chromium
 system-packages:
 	@$(call apt_install,$(if $(wildcard $(INITDB)),,postgresql) \
-	  $(if $(wildcard $(CHROMIUM)),,chromium))
+	  $(if $(wildcard $(CHROMIUM)),,chromium) $(if $(wildcard /usr/bin/strace),,strace))
 
 postgres:
 	@$(call apt_install,$(if $(wildcard $(INITDB)),,postgresql))

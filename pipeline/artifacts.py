@@ -109,6 +109,9 @@ class StageArtifact:
             uploaded = self.storage.upload(self._local, self.path)
             if uploaded is not None:
                 manifest = {**manifest, "uploaded": uploaded}
+        # what the manifest vouches for is on disk before it is (workers write without
+        # waiting for the disk: ShardSink)
+        self.storage.make_durable(self.path, listed_files(manifest))
         write_json(self.path / MANIFEST, manifest, durable=True)
         self.storage.commit_stage(self.path, self.final)
         # Shards of attempts whose worker died after writing (its block ran again and wrote

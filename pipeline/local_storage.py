@@ -6,6 +6,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Collection, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +19,9 @@ __all__ = ["LocalStorage"]
 
 # A few passes suffice: each only races the files workers wrote during the pass before.
 _REMOVE_TRIES = 5
+# fsyncs in flight at a commit: the filesystem's journal commits concurrent ones together
+# (300 shards: ~80 ms one by one, ~25 ms 16 at a time).
+_SYNCS = 16
 
 
 class LocalStorage:
@@ -62,6 +66,17 @@ class LocalStorage:
             if named is exc:
                 raise
             raise named from exc
+
+    def make_durable(self, place: Folder, names: Iterable[str]) -> None:
+        path = on_this_disk(place)
+        files = [path / name for name in names]
+        if len(files) > 1:
+            with ThreadPoolExecutor(min(_SYNCS, len(files)),
+                                    thread_name_prefix="seqline-fsync") as pool:
+                list(pool.map(_fsync, files))
+        elif files:
+            _fsync(files[0])
+        _fsync(path)  # the folder: the files' names in it
 
     def remove(self, place: Folder, names: Iterable[str] | None = None) -> None:
         path = on_this_disk(place)
@@ -120,6 +135,20 @@ class LocalStorage:
         work = _attempt(on_this_disk(target))
         shutil.copytree(on_this_disk(source), work, copy_function=_link_or_copy)
         self.commit_stage(work, target)
+
+
+def _fsync(path: Path) -> None:
+    """`path` (a file or a folder) on disk; an error names it (fsync's does not)."""
+    fd = os.open(path, os.O_RDONLY)  # (its error names the path)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        named = OSError(exc.errno, exc.strerror, str(path))
+        if named.errno in DISK_FULL:
+            raise DiskFull(disk_full_message(named, path)) from exc
+        raise named from exc
+    finally:
+        os.close(fd)
 
 
 def _attempt(final: Path) -> Path:

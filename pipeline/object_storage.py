@@ -59,6 +59,9 @@ class ObjectStorage:
                          durable: bool = False) -> None:
         on_object_store(place).write_bytes(data.encode() if isinstance(data, str) else bytes(data))
 
+    def make_durable(self, place: Folder, names: Iterable[str]) -> None:
+        pass  # a PUT that returned is durable
+
     def remove(self, place: Folder, names: Iterable[str] | None = None) -> None:
         at = on_object_store(place)
         names = list(self.files(at) if names is None else names)

@@ -119,26 +119,30 @@ class ColumnProfile:
     def _add_numbers(self, column: pa.Array | pa.ChunkedArray) -> None:
         if pa.types.is_boolean(column.type):
             column = pc.cast(column, pa.int8())
-        if pa.types.is_floating(column.type):
-            nan = pc.is_nan(column)
-            nans = pc.sum(nan).as_py() or 0
-            if nans:
-                column = pc.filter(column, pc.invert(nan))
-                self.nulls += nans
-        values = column.drop_null()
-        self.count = len(values)
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        # NumPy over a view of the values: a block's figures in a few microseconds each,
+        # where each Arrow kernel's call costs ~15 µs (most of a small block's profile)
+        found = numbers(column.drop_null() if column.null_count else column)
+        if found.dtype.kind == "f":
+            nan = np.isnan(found)
+            if nan.any():
+                found = found[~nan]
+                self.nulls += len(nan) - len(found)
+        self.count = len(found)
         self.sketch = tdigest_double(DIGEST_K)
         if not self.count:
             return
-        bounds = pc.min_max(values)
-        self.min, self.max = bounds["min"].as_py(), bounds["max"].as_py()
-        self.mean = pc.mean(values).as_py()
-        self.m2 = pc.variance(values, ddof=0).as_py() * self.count
-        found = numbers(values.combine_chunks() if isinstance(values, pa.ChunkedArray)
-                        else values)
+        self.min, self.max = found.min().item(), found.max().item()
+        self.mean = float(found.mean(dtype=np.float64))
+        self.m2 = float(found.var(dtype=np.float64)) * self.count
         step = -(-len(found) // SAMPLE_PER_BLOCK)  # ceil: at most SAMPLE_PER_BLOCK values
-        # a writable copy: the sketch refuses Arrow's read-only views
-        self.sketch.update(found[::step].astype(np.float64))
+        # sorted here (a copy, which the sketch needs: it refuses Arrow's read-only views):
+        # the sketch sorts what it is given, and NumPy's sort of sorted values is the
+        # cheaper half of that work
+        sample = found[::step].astype(np.float64)
+        sample.sort()
+        self.sketch.update(sample)
 
     def _add_strings(self, column: pa.Array | pa.ChunkedArray) -> None:
         self.count = len(column) - column.null_count

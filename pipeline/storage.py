@@ -144,6 +144,10 @@ class Storage(Protocol):
             DiskFull: no space left (or over quota) on the file's disk.
         """
 
+    def make_durable(self, place: Folder, names: Iterable[str]) -> None:
+        """The files `names` under `place` on disk with their names, before a manifest
+        vouches for them (nothing to do where a write that returned is durable)."""
+
     def remove(self, place: Folder, names: Iterable[str] | None = None) -> None:
         """The folder `place` and all under it, or only the files `names` (relative) in it."""
 
@@ -221,11 +225,8 @@ def on_object_store(place: Folder) -> Location:
 
 
 def write_atomically(place: Folder, text: str) -> None:
-    """Replace a small file whole: readers see the old text or the new, never a part.
-
-    Raises:
-        DiskFull: its disk is full.
-    """
+    """Replace a small file whole: readers see the old text or the new, never a part
+    (DiskFull: its disk is full)."""
     storage_of(place).write_atomically(place, text)
 
 

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -203,3 +207,50 @@ def test_dead_letters_are_named_by_the_manifest_and_read_back(root):
     committed = artifact.commit({"stage": "read", "dead_letters": entry})
     assert read_dead_letters(committed, read_manifest(committed)) == bad
     assert entry["path"] in _names(committed)
+
+
+# Written by a process of its own under strace: shards as workers write them, then the commit.
+_COMMIT_SCRIPT = """
+import sys
+from pathlib import Path
+import pyarrow as pa
+from seqline.pipeline.artifacts import StageArtifact
+from seqline.pipeline.tfrecord import ShardSink
+artifact = StageArtifact(Path(sys.argv[1]), "r", "write")
+sink = ShardSink(str(artifact.path), "gzip")
+shards = [sink(i, pa.record_batch({"__seq__": pa.array([i], pa.int64())}))[1] for i in range(3)]
+artifact.commit({"stage": "write", "shards": shards})
+"""
+
+
+def test_a_commit_puts_what_its_manifest_lists_on_disk_before_the_manifest(tmp_path):
+    """Workers write shards without waiting for the disk (an fsync each stalled them ~1 ms);
+    the commit fsyncs every file its manifest lists, then writes the manifest: strace's record
+    of the process's syscalls (-y: each fd's path), in order."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed (`make test` installs it)")
+    trace = tmp_path / "trace.txt"
+    subprocess.run([strace, "-f", "-qq", "-y", "-o", str(trace), "-e",
+                    "trace=fsync,rename,renameat,renameat2", sys.executable, "-c",
+                    _COMMIT_SCRIPT, str(tmp_path / "root")], check=True, timeout=120)
+    lines = trace.read_text().splitlines()
+    manifest_named = next(i for i, line in enumerate(lines)
+                          if "rename" in line and line.rstrip().endswith(("/manifest.json>, 0) = 0",
+                                                                           '/manifest.json") = 0')))
+    synced = {re.search(r"/(shard-\d+\.tfrecord\.gz)>", line).group(1)
+              for line in lines[:manifest_named]
+              if re.search(r"fsync\(\d+</[^>]*/shard-\d+\.tfrecord\.gz>", line)}
+    assert synced == {f"shard-{i:06d}.tfrecord.gz" for i in range(3)}
+    # and the workers' own writes did not wait: no fsync of a shard's temporary file
+    assert not [line for line in lines if re.search(r"fsync\(\d+<[^>]*\.tmp-\d+>", line)
+                and "shard-" in line]
+
+
+def test_a_commit_refuses_to_vouch_for_a_listed_file_that_is_not_there(tmp_path):
+    artifact = StageArtifact(tmp_path / "root", "r", "write")
+    shards = _shards(artifact, 2)
+    missing = {**shards[1], "path": "shard-000007.tfrecord.gz"}
+    with pytest.raises(FileNotFoundError, match="shard-000007.tfrecord.gz"):
+        artifact.commit(_manifest([shards[0], missing]))
+    assert not (artifact.final / MANIFEST).exists()
