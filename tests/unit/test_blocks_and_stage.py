@@ -3,7 +3,7 @@ import pyarrow as pa
 import pytest
 
 from seqline.pipeline.arrays import numbers
-from seqline.pipeline.blocks import SEQ, Block, seq_of, to_blocks, with_seq
+from seqline.pipeline.blocks import SEQ, Block, recut, seq_of, to_blocks, with_seq
 from seqline.pipeline.errors import StageError
 from seqline.pipeline.tasks import Counts, MapTask, check_order
 
@@ -20,6 +20,31 @@ def test_to_blocks_cuts_exact_sizes_and_numbers_seq_across_batches():
     assert [b.index for b in blocks] == [0, 1, 2]
     assert np.concatenate([b.seq for b in blocks]).tolist() == list(range(12))
     assert np.concatenate([b.batch.column("x") for b in blocks]).tolist() == list(range(12))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_recut_blocks_are_exact_and_copy_only_what_spans_batches(seed):
+    """Random reader batches (some empty) cut into random block sizes: every block but the
+    last exact, the records and their order unchanged; a block within one batch shares that
+    batch's memory (a zero-copy slice), one spanning batches is a batch of its own."""
+    rng = np.random.default_rng(seed)
+    sizes, size = rng.integers(0, 40, rng.integers(1, 12)).tolist(), int(rng.integers(1, 25))
+    starts = np.cumsum([0, *sizes]).tolist()
+    batches = [pa.record_batch({"x": np.arange(a, a + n) * 3, SEQ: np.arange(a, a + n)})
+               for a, n in zip(starts, sizes, strict=False)]
+    blocks = list(recut(batches, size))
+    total = sum(sizes)
+    assert [len(b) for b in blocks] == [size] * (total // size) + ([total % size] if total %
+                                                                   size else [])
+    assert [b.index for b in blocks] == list(range(len(blocks)))
+    assert np.concatenate([[], *(b.seq for b in blocks)]).tolist() == list(range(total))
+    for block in blocks:
+        first, last = int(block.seq[0]), int(block.seq[-1])
+        home = next(i for i, a in enumerate(starts) if a <= first < a + sizes[i])
+        address = block.batch.column("x").buffers()[1].address
+        parent = batches[home].column("x").buffers()[1]
+        within = parent.address <= address < parent.address + parent.size
+        assert within == (last < starts[home] + sizes[home])
 
 
 def test_to_blocks_of_nothing_is_no_block():
