@@ -151,6 +151,29 @@ def test_auto_keeps_small_inputs_on_the_driver_and_false_always(tmp_path):
     assert len(calls) == 1
 
 
+def test_auto_reads_tfrecords_on_the_workers_from_16_mib_and_text_from_1_gib(tmp_path):
+    """seqline decodes TFRecords on one core wherever they are read; Arrow parses CSV on the
+    driver's threads: `auto` sends 16 MiB of TFRecords in 2 files to the workers, keeps 16 MiB
+    of CSV, and 16 MiB of TFRecords in one file (one range), on the driver."""
+    blob = "x" * 4096
+    for k in range(2):
+        batch = tfrecord.normalize(pa.record_batch({"i": np.arange(k * 2100, (k + 1) * 2100),
+                                                    "blob": [blob] * 2100}))
+        (tmp_path / f"t{k}.tfrecord").write_bytes(tfrecord.frame(tfrecord.encode(batch)))
+    size = sum(f.stat().st_size for f in tmp_path.glob("t*.tfrecord"))
+    assert ingest.TFRECORD_PARALLEL_MIN_BYTES <= size < 2 * ingest.TFRECORD_PARALLEL_MIN_BYTES
+    (tmp_path / "a.csv").write_text("id,x,c\n" + _csv(1000) * (size // len(_csv(1000))))
+    _, calls = _read(tmp_path, ["t*.tfrecord"], "tfrecord", parallel="auto")
+    assert len(calls) == 1  # the stage's one SourceTask, over both files
+    _, calls = _read(tmp_path, ["a.csv"], parallel="auto", errors=None)
+    assert calls == []
+    (tmp_path / "t1.tfrecord").unlink()
+    (tmp_path / "t0.tfrecord").write_bytes(b"".join(
+        (tmp_path / "t0.tfrecord").read_bytes() for _ in range(2)))
+    _, calls = _read(tmp_path, ["t*.tfrecord"], "tfrecord", parallel="auto")
+    assert calls == []
+
+
 def test_a_source_task_that_raises_carries_the_failure_to_the_driver(tmp_path):
     (tmp_path / "a.csv").write_text("id,x,c\n" + _csv(3000))
     ranges, _ = plan_ranges([Source(str(tmp_path / "a.csv"), True)], "csv", 1024)
