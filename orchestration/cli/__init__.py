@@ -18,18 +18,19 @@ __all__ = ["app", "main_command"]
 def main_command() -> None:
     """The `seqline` console script (see seqline.orchestration.cli.main.main_command).
 
-    `seqline run` on the local runner starts its workers' fork server first, before the command
-    line is parsed: the server imports Arrow, the coders and pandas in its own process while
-    this one imports the CLI and the rest, so that the first block finds a worker ready
-    (decision 49). The run starts it there otherwise (global flags before `run`, --json).
+    `seqline run` on the local runner (or Beam's multi_processing) starts its workers' fork
+    server first, before the command line is parsed: the server imports Arrow, the coders and
+    pandas (and Beam) in its own process while this one imports the CLI and the rest, so that
+    the first block finds a worker ready (decision 49). The run starts it there otherwise
+    (global flags before `run`, --json).
     """
-    if _runs_locally(sys.argv[1:]):
+    if preload := _preload_of(sys.argv[1:]):
         from seqline.orchestration.environment import LAST_WORDS_FD, quiet_engines
-        from seqline.orchestration.runners.forked import PRELOAD, start_early
+        from seqline.orchestration.runners.forked import start_early
 
         if LAST_WORDS_FD not in os.environ:  # launched by the scheduler: see take_launcher_pipe
             quiet_engines()  # the server's environment, as the app's defaults set it
-            start_early(PRELOAD)
+            start_early(preload)
     from seqline.orchestration.cli.main import main_command as main
 
     try:
@@ -58,17 +59,25 @@ def _exit(code: object) -> NoReturn:
     os._exit(status)
 
 
-def _runs_locally(args: list[str]) -> bool:
-    """`seqline run ...` that runs on the local runner, without options that change how (the
-    output's: --json; none to run: --help, --dry-run)."""
+def _preload_of(args: list[str]) -> list[str] | None:
+    """For `seqline run ...` whose workers fork from a fork server here (the local runner's,
+    Beam's multi_processing), that server's preload; None for other commands, and where
+    options change how it runs (the output's: --json) or nothing runs (--help, --dry-run)."""
     if args[:1] != ["run"] or any(a in ("--help", "--dry-run", "--json") for a in args):
-        return False
+        return None
+    given = {"--runner": "local", "--beam-mode": "multi_processing"}
+    beam_options = []
     for i, arg in enumerate(args):
-        if arg == "--runner":
-            return args[i + 1:i + 2] == ["local"]
-        if arg.startswith("--runner="):
-            return arg == "--runner=local"
-    return True
+        name, equals, value = arg.partition("=")
+        if not equals:  # `--runner beam`, not `--runner=beam`
+            value = args[i + 1] if i + 1 < len(args) else ""
+        if name in given:
+            given[name] = value
+        elif name == "--beam-option":
+            beam_options.append(value)
+    from seqline.orchestration.runners.forked import workers_preload
+
+    return workers_preload(given["--runner"], given["--beam-mode"], beam_options)
 
 
 def __getattr__(name: str) -> Any:

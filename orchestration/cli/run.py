@@ -119,14 +119,16 @@ def run(
     wide: Wide = False,
 ) -> None:
     """Run PIPELINE: every stage in order, artifacts under ROOT/runs/RUN_ID/."""
-    if runner is RunnerName.local and not dry_run:
-        # First: the local workers' fork server imports Arrow and the coders in its own
-        # process while this one imports the rest (decision 49: a tiny run 0.2 s sooner).
-        # Its workers inherit its stdout: with --json, stderr, as the run's own below.
-        from seqline.orchestration.runners.forked import PRELOAD, start_early
+    from seqline.orchestration.runners.forked import start_early, workers_preload
 
+    preload = workers_preload(runner.value, beam_mode.value, beam_option or [])
+    if preload and not dry_run:
+        # First: the workers' fork server imports Arrow and the coders (Beam's, Beam too) in
+        # its own process while this one imports the rest (decision 49: a tiny local run
+        # 0.2 s sooner, a Beam run ~1 s). Its workers inherit its stdout: with --json,
+        # stderr, as the run's own below.
         with stdout_to_stderr(as_json):
-            start_early(PRELOAD)
+            start_early(preload)
     # Here, not at the top: the components, the executor and the store load Arrow, pydantic
     # and SQLAlchemy, which `seqline --help` and the other commands do not need.
     from seqline.components import COMPONENTS

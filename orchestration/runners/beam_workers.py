@@ -40,17 +40,13 @@ from apache_beam.transforms import environments
 from apache_beam.utils import thread_pool_executor
 from google.protobuf import json_format, text_format
 
-from seqline.orchestration.runners.forked import PRELOAD, WorkerContext, exit_with
+from seqline.orchestration.runners.forked import BEAM_PRELOAD, WorkerContext, exit_with
 from seqline.pipeline.errors import SeqlineError
 
 __all__ = ["BEAM_PRELOAD", "FORKED", "ForkedEnvironment", "Worker", "WorkersLost", "environment",
            "forget", "lost", "stop"]
 
 FORKED = "seqline:env:forked_sdk_worker:v2"  # v2: the payload is the job's key
-# Beam's SDK harness and seqline's transforms (most of a worker's imports), then what the
-# local runner's workers import (the stages' own).
-BEAM_PRELOAD = ["apache_beam.runners.worker.sdk_worker_main",
-                "seqline.orchestration.runners.beam_transforms", *PRELOAD]
 # How often a running worker is looked for in the process table, in case its fork server
 # died or is stuck and cannot tell its end (a look reads /proc/PID/stat: microseconds).
 LOOK_SECONDS = 0.5

@@ -24,7 +24,8 @@ from typing import Any
 
 from seqline.orchestration.processes import pid_alive
 
-__all__ = ["PRELOAD", "WorkerContext", "exit_with", "server_pid", "start_early"]
+__all__ = ["BEAM_PRELOAD", "PRELOAD", "WorkerContext", "exit_with", "server_pid",
+           "start_early", "workers_preload"]
 
 # Imported once by the fork server, so each worker starts with them loaded (tfx-bsl's coders
 # take about 1 s and 230 MB to import) instead of importing them on its first block. pandas
@@ -34,6 +35,11 @@ __all__ = ["PRELOAD", "WorkerContext", "exit_with", "server_pid", "start_early"]
 PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "seqline.pipeline.tfrecord",
            "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker",
            "seqline.components", *(["pandas"] if find_spec("pandas") else [])]
+# Beam's SDK workers' (beam_workers.py): Beam's harness and seqline's transforms, then the
+# same. Named here, where knowing them imports no Beam: `seqline run --runner beam` starts
+# their server first, as a local run starts the one above.
+BEAM_PRELOAD = ["apache_beam.runners.worker.sdk_worker_main",
+                "seqline.orchestration.runners.beam_transforms", *PRELOAD]
 
 # Preloaded first by every server: it exits without tearing its modules down (see there).
 SERVER_EXIT = "seqline.orchestration.runners.server_exit"
@@ -166,6 +172,20 @@ def _replace(preload: tuple[str, ...], broken: forkserver.ForkServer) -> None:
 def _reap(pid: int) -> None:
     with contextlib.suppress(ChildProcessError):  # someone else reaped it
         os.waitpid(pid, 0)
+
+
+def workers_preload(runner: str, beam_mode: str = "multi_processing",
+                    beam_options: list[str] | tuple[str, ...] = ()) -> list[str] | None:
+    """The preload of the fork server a run's workers fork from: the local runner's, or
+    Beam's FnApiRunner's in multi_processing mode (`beam_options` as `--beam-option` takes
+    them, KEY=VALUE); None where none is forked here (Ray starts its own workers; Beam's other
+    modes run threads, its other runners run elsewhere)."""
+    if runner == "local":
+        return PRELOAD
+    on_fn_api_runner = not any(o.split("=", 1)[0] == "runner" for o in beam_options)
+    if runner == "beam" and beam_mode == "multi_processing" and on_fn_api_runner:
+        return BEAM_PRELOAD
+    return None
 
 
 def start_early(preload: list[str]) -> None:

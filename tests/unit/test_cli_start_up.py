@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXE = str(Path(sys.executable).parent / "seqline")
 ENGINES = ["apache_beam", "numpy", "pandas", "pyarrow", "ray", "sqlalchemy", "starlette",
            "tensorflow"]
@@ -94,6 +96,8 @@ def test_the_console_script_exits_as_sys_exit_does_without_the_teardown(tmp_path
 DATA_RUN = """
 import json, sys
 from pathlib import Path
+
+import pytest
 from seqline.components import COMPONENTS
 from seqline.orchestration.api import run_pipeline
 from seqline.orchestration.runners import make_runner
@@ -126,3 +130,26 @@ def test_a_local_data_run_leaves_pandas_fsspec_and_parquet_unimported(tmp_path):
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+@pytest.mark.parametrize(("args", "server"), [
+    (["run", "p.yaml"], "local"),
+    (["run", "p.yaml", "--runner", "local", "--workers", "2"], "local"),
+    (["run", "p.yaml", "--runner", "beam"], "beam"),
+    (["run", "p.yaml", "--runner=beam", "--beam-mode=multi_processing"], "beam"),
+    (["run", "p.yaml", "--runner", "beam", "--beam-mode", "in_memory"], None),
+    (["run", "p.yaml", "--runner", "beam", "--beam-option", "runner=FlinkRunner"], None),
+    (["run", "p.yaml", "--runner", "beam", "--beam-option=temp_location=/tmp/x"], "beam"),
+    (["run", "p.yaml", "--runner", "ray"], None),
+    (["run", "p.yaml", "--runner", "beam", "--json"], None),  # started by the run itself
+    (["run", "p.yaml", "--dry-run"], None),
+    (["runs", "list"], None),
+])
+def test_a_run_starts_the_fork_server_its_workers_fork_from_before_parsing(args, server):
+    """The console script starts the local runner's fork server, or Beam's (multi_processing
+    on the FnApiRunner), while it imports the rest; none for Ray, Beam's threads or other Beam
+    runners, which fork no worker here."""
+    from seqline.orchestration.cli import _preload_of
+    from seqline.orchestration.runners.forked import BEAM_PRELOAD, PRELOAD
+
+    assert _preload_of(args) == {"local": PRELOAD, "beam": BEAM_PRELOAD, None: None}[server]
