@@ -108,9 +108,7 @@ def recut(batches: Iterable[pa.RecordBatch], block_records: int) -> Iterator[Blo
 
 
 def _joined(parts: list[pa.RecordBatch]) -> pa.RecordBatch:
-    if len(parts) == 1:
-        return parts[0]
-    return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+    return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
 
 
 def with_seq(batch: pa.RecordBatch, seq: np.ndarray) -> pa.RecordBatch:

@@ -60,8 +60,7 @@ def _concat(outs: list[Any]) -> Any:
         return odd
     if not outs:
         return pa.RecordBatch.from_pydict({SEQ: pa.array([], pa.int64())})
-    return pa.Table.from_batches(outs).combine_chunks().to_batches(max_chunksize=None)[0] \
-        if sum(o.num_rows for o in outs) else outs[0]
+    return pa.concat_batches(outs) if sum(o.num_rows for o in outs) else outs[0]
 
 
 def _bisect(fn: Callable, batch: pa.RecordBatch, start: int, outs: list,

@@ -59,13 +59,10 @@ class LocalStorage:
             os.replace(partial, path)
         except OSError as exc:
             partial.unlink(missing_ok=True)
-            # write() and fsync() do not say which file: we do
-            named = exc if exc.filename else OSError(exc.errno, exc.strerror, str(partial))
-            if named.errno in DISK_FULL:  # run.json on a full disk: one line, not a traceback
-                raise DiskFull(disk_full_message(named, partial)) from named
-            if named is exc:
+            said = _said(exc, partial)
+            if said is exc:
                 raise
-            raise named from exc
+            raise said from exc
 
     def make_durable(self, place: Folder, names: Iterable[str]) -> None:
         path = on_this_disk(place)
@@ -138,17 +135,21 @@ class LocalStorage:
 
 
 def _fsync(path: Path) -> None:
-    """`path` (a file or a folder) on disk; an error names it (fsync's does not)."""
+    """`path` (a file or a folder) on disk."""
     fd = os.open(path, os.O_RDONLY)  # (its error names the path)
     try:
         os.fsync(fd)
     except OSError as exc:
-        named = OSError(exc.errno, exc.strerror, str(path))
-        if named.errno in DISK_FULL:
-            raise DiskFull(disk_full_message(named, path)) from exc
-        raise named from exc
+        raise _said(exc, path) from exc
     finally:
         os.close(fd)
+
+
+def _said(exc: OSError, path: Path) -> OSError | DiskFull:
+    """`exc` as said: naming `path` where it names no file (write() and fsync() do not), and
+    a full disk as DiskFull's one line (run.json on a full disk), not a traceback."""
+    named = exc if exc.filename else OSError(exc.errno, exc.strerror, str(path))
+    return DiskFull(disk_full_message(named, path)) if named.errno in DISK_FULL else named
 
 
 def _attempt(final: Path) -> Path:
