@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from seqline.pipeline.errors import DISK_FULL, disk_full_message
 from seqline.pipeline.storage import DiskFull, Folder, on_this_disk
@@ -59,10 +59,7 @@ class LocalStorage:
             os.replace(partial, path)
         except OSError as exc:
             partial.unlink(missing_ok=True)
-            said = _said(exc, partial)
-            if said is exc:
-                raise
-            raise said from exc
+            _raise_said(exc, partial)
 
     def make_durable(self, place: Folder, names: Iterable[str]) -> None:
         path = on_this_disk(place)
@@ -140,16 +137,21 @@ def _fsync(path: Path) -> None:
     try:
         os.fsync(fd)
     except OSError as exc:
-        raise _said(exc, path) from exc
+        _raise_said(exc, path)
     finally:
         os.close(fd)
 
 
-def _said(exc: OSError, path: Path) -> OSError | DiskFull:
-    """`exc` as said: naming `path` where it names no file (write() and fsync() do not), and
-    a full disk as DiskFull's one line (run.json on a full disk), not a traceback."""
+def _raise_said(exc: OSError, path: Path) -> NoReturn:
+    """Raise `exc` as said: naming `path` where it names no file (write() and fsync() do not),
+    and a full disk as DiskFull's one line (run.json on a full disk), not a traceback. The
+    error that names the file is the one chained: what reports a full disk reads it there."""
     named = exc if exc.filename else OSError(exc.errno, exc.strerror, str(path))
-    return DiskFull(disk_full_message(named, path)) if named.errno in DISK_FULL else named
+    if named.errno in DISK_FULL:
+        raise DiskFull(disk_full_message(named, path)) from named
+    if named is exc:
+        raise exc
+    raise named from exc
 
 
 def _attempt(final: Path) -> Path:
