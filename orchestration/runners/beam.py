@@ -6,7 +6,7 @@ import contextlib
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from typing import Literal
 
@@ -14,13 +14,21 @@ import apache_beam as beam
 import grpc
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from seqline.orchestration.events import BlockRetried, Occupancy, Subscriber
 from seqline.orchestration.processes import scratch_dir
 from seqline.orchestration.runners import beam_workers
 from seqline.orchestration.runners.base import Runner
+from seqline.orchestration.runners.beam_scratch import (
+    attempt_markers,
+    charge,
+    listing,
+    nearby,
+    out_folders,
+    remove,
+    results_of,
+)
 from seqline.orchestration.runners.beam_transforms import (
     MarkDone,
     ReadBlocks,
@@ -28,17 +36,18 @@ from seqline.orchestration.runners.beam_transforms import (
     block_name,
     done_name,
     put,
-    read_result,
-    result_name,
 )
 from seqline.orchestration.runners.beam_workers import WorkersLost
 from seqline.pipeline.blocks import Block, batch_to_ipc
-from seqline.pipeline.errors import Cancelled, ConfigError
+from seqline.pipeline.errors import Cancelled, ConfigError, InternalError
 from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["BeamRunner", "SeqlineMap"]
 
 WATCH_SECONDS = 0.2  # how often a running job's SDK workers are checked
+# How often the driver looks for blocks done while a job runs, in a local folder or in memory
+# (one listing); on a remote store, every WATCH_SECONDS (a LIST request each).
+POLL_SECONDS = 0.02
 # Jobs in a row that may lose a worker outside any block, with no block done meanwhile,
 # before the stage fails: a worker that dies at its start every time would otherwise be
 # started again for ever. A block that kills its worker is bounded by its own retries.
@@ -70,7 +79,8 @@ class BeamRunner(Runner):
 
     A stage is a batch job: it starts when its input is complete. The driver holds one block
     at a time (each is written out as it arrives, and results are read back one by one, in
-    block order); the scratch location holds the stage's whole input and output meanwhile.
+    block order, as the job finishes them); the scratch location holds the stage's whole
+    input and output meanwhile.
     """
 
     name = "beam"
@@ -107,29 +117,51 @@ class BeamRunner(Runner):
         or kept no rows (the list is then shorter). Failures are returned, not raised: each
         belongs to its own stage. Beam fuses them, so a block goes through every task in
         one bundle: one job's start-up, and no trip through storage between the stages.
+        A block's results are yielded as soon as it and every block before it are done, while
+        the job runs on: the stages after it start on them (decision 65).
         """
         work = self._scratch_for(tasks[0].stage)
         self._work.add(work)
+        job = _StageJob()
         try:
             indices = self._spill(blocks, f"{work}/in")
-            outs = _outs(work, tasks)
+            outs = out_folders(work, tasks)
             for task in tasks:  # the job's workers: every block is in flight until it ends
                 self.publish(Occupancy(stage=task.stage,
                                        in_flight=min(len(indices), self._parallelism), held=0))
             for folder in [*outs, f"{work}/done"]:
                 fs, path = url_to_fs(folder)
                 fs.makedirs(path, exist_ok=True)
-            self._run_surviving(tasks, work, indices)
+            threading.Thread(target=job.run, args=(self._run_surviving, tasks, work, indices),
+                             daemon=True, name=f"seqline-beam-watch-{tasks[0].stage}").start()
+            fs, marks = url_to_fs(f"{work}/done")
+            poll = POLL_SECONDS if nearby(fs) else WATCH_SECONDS
+            done: set[str] = set()
+            for index in indices:  # block order, whatever order the job finishes them in
+                while f"{marks}/{done_name(index)}" not in done:
+                    ended = job.ended.done()
+                    if ended:
+                        job.ended.result()  # the job's own error, if it failed
+                    else:
+                        with contextlib.suppress(TimeoutError):
+                            job.ended.exception(timeout=poll)
+                    fs.invalidate_cache(marks)
+                    done = listing(fs, marks)
+                    if ended and f"{marks}/{done_name(index)}" not in done:
+                        raise InternalError(f"stage {tasks[0].stage!r} on Beam: the job ended "
+                                            f"without block {index} done")
+                yield list(results_of(index, outs))
+            job.ended.result()
             for task, out in zip(tasks, outs, strict=True):
                 # Markers left behind are attempts whose worker died (see _run_block).
-                for _ in _attempt_markers(out):  # (which block and attempt: not told)
+                for _ in attempt_markers(out):  # (which block and attempt: not told)
                     self.publish(BlockRetried(stage=task.stage, block=None, first_seq=None,
                                               attempt=None))
                 self.publish(Occupancy(stage=task.stage, in_flight=0, held=0))
-            for index in indices:  # block order, whatever order the job finished them in
-                yield list(_results_of(index, outs))
         finally:
-            _remove(work)
+            if not job.ended.done():  # left before the job ended: it is not needed any more
+                job.stop()
+            remove(work)
             self._work.discard(work)
 
     def abort(self) -> None:
@@ -139,7 +171,7 @@ class BeamRunner(Runner):
         for key in list(self._jobs):
             beam_workers.stop(key)
         for work in list(self._work):
-            _remove(work)
+            remove(work)
 
     @property
     def _on_fn_api_runner(self) -> bool:
@@ -157,7 +189,8 @@ class BeamRunner(Runner):
             return str(scratch_dir("beam", stage))
         return f"memory://seqline-beam-{os.getpid()}-{stage}-{uuid.uuid4().hex[:8]}"
 
-    def _run_surviving(self, tasks: list[MapTask], work: str, indices: list[int]) -> None:
+    def _run_surviving(self, tasks: list[MapTask], work: str, indices: list[int],
+                       stage_job: _StageJob) -> None:
         """Run the stage's Beam job until every block is done, through worker deaths.
 
         When an SDK worker process is gone (killed, ended, never started), Beam's FnApiRunner
@@ -168,13 +201,15 @@ class BeamRunner(Runner):
         done in between, fail the stage after LOST_JOBS of them (WorkersLost) rather than
         start workers for ever. A job given up is left on a daemon thread. On Flink, Spark or
         Dataflow the engine retries bundles itself: no markers are written and this watch
-        never fires.
+        never fires. A stage job stopped (its results no longer read) ends at its next job.
         """
         fs, marks = url_to_fs(f"{work}/done")
-        done = _listing(fs, marks)
+        done = listing(fs, marks)
         fruitless = 0
         while missing := [i for i in indices if f"{marks}/{done_name(i)}" not in done]:
-            key = uuid.uuid4().hex
+            if stage_job.stopped.is_set():
+                raise Cancelled("the stage's results are no longer read")
+            key = stage_job.key = uuid.uuid4().hex
             job: Future[None] = Future()
             self._jobs.add(key)
             try:
@@ -192,9 +227,9 @@ class BeamRunner(Runner):
                     beam_workers.stop(key)
                 self._jobs.discard(key)
                 beam_workers.forget(key)
-            charged = _charge(tasks, work, {w.process.pid for w in lost if w.process}, stopped)
+            charged = charge(tasks, work, {w.process.pid for w in lost if w.process}, stopped)
             fs.invalidate_cache(marks)
-            before, done = len(done), _listing(fs, marks)
+            before, done = len(done), listing(fs, marks)
             fruitless = 0 if charged or len(done) > before else fruitless + 1
             if fruitless == LOST_JOBS:
                 raise WorkersLost(
@@ -257,10 +292,34 @@ class BeamRunner(Runner):
             blocks = (p
                       | "Blocks" >> beam.Create(urls, reshuffle=False)
                       | "ReadBlocks" >> ReadBlocks())
-            for task, out in zip(tasks, _outs(work, tasks), strict=True):
+            for task, out in zip(tasks, out_folders(work, tasks), strict=True):
                 blocks |= task.stage >> SeqlineMap(task, out,
                                                    count_attempts=self._local_processes)
             _ = blocks | "Done" >> MarkDone(f"{work}/done")
+
+
+class _StageJob:
+    """A stage's Beam job run to its end (`_run_surviving`, jobs after lost workers included)
+    on its own thread, while the driver reads the results of the blocks done."""
+
+    def __init__(self) -> None:
+        self.ended: Future[None] = Future()
+        self.stopped = threading.Event()
+        self.key: str | None = None  # the Beam job running now (beam_workers.environment)
+
+    def run(self, surviving: Callable[..., None], *args: object) -> None:
+        try:
+            surviving(*args, self)
+            self.ended.set_result(None)
+        except BaseException as exc:  # given to the reader of the results
+            self.ended.set_exception(exc)
+
+    def stop(self) -> None:
+        """No more jobs; the SDK workers of the one running are stopped (multi_processing).
+        An in-process job is left on its daemon thread, as `BeamRunner.abort` leaves it."""
+        self.stopped.set()
+        if self.key is not None:
+            beam_workers.stop(self.key)
 
 
 def _quiet_stopped_workers(args: threading.ExceptHookArgs) -> None:
@@ -277,49 +336,3 @@ def _quiet_stopped_workers(args: threading.ExceptHookArgs) -> None:
 
 _EXCEPTHOOK = threading.excepthook
 threading.excepthook = _quiet_stopped_workers
-
-
-def _outs(work: str, tasks: list[MapTask]) -> list[str]:
-    """Where each stage of a job writes its blocks' results (stage names are safe names)."""
-    return [f"{work}/out-{task.stage}" for task in tasks]
-
-
-def _charge(tasks: list[MapTask], work: str, dead: set[int], stopped: set[int]) -> bool:
-    """Leave the attempt markers of the blocks whose worker died (their next attempt
-    counts them), remove those of the workers only stopped; whether any was charged."""
-    charged = False
-    for out in _outs(work, tasks):
-        fs, _ = url_to_fs(out)
-        for marker in _attempt_markers(out):
-            pid = int(marker.rsplit(".", 1)[1])
-            if pid in dead:
-                charged = True
-            elif pid in stopped:
-                fs.rm_file(marker)
-    return charged
-
-
-def _results_of(index: int, outs: list[str]) -> Iterator[BlockResult]:
-    """Block `index`'s results, stage by stage, up to the stage where it stopped."""
-    for out in outs:
-        try:
-            yield read_result(f"{out}/{result_name(index)}")
-        except FileNotFoundError:
-            return
-
-
-def _listing(fs: AbstractFileSystem, folder: str) -> set[str]:
-    """What is in `folder`; nothing if it is not there (an object store has no empty folders)."""
-    return set(fs.ls(folder, detail=False)) if fs.exists(folder) else set()
-
-
-def _attempt_markers(folder: str) -> list[str]:
-    fs, path = url_to_fs(folder)
-    fs.invalidate_cache(path)
-    return list(fs.glob(f"{path}/*.attempt-*"))
-
-
-def _remove(url: str) -> None:
-    fs, path = url_to_fs(url)
-    with contextlib.suppress(FileNotFoundError, OSError):
-        fs.rm(path, recursive=True)

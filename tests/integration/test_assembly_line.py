@@ -116,6 +116,14 @@ def test_the_line_trains_on_records_from_memory_exactly_as_from_disk(line_runs):
     assert line["final_metrics"] == alone["final_metrics"]
 
 
+def test_on_beam_training_starts_while_the_features_job_runs(line_runs):
+    """A Beam stage is one batch job (it starts once its input is all there), yet each block's
+    results flow on as they are done: the first epoch starts before the job's last block."""
+    run = line_runs["beam"][0]
+    features = read_manifest(run / "features")["timeline"]
+    assert read_manifest(run / "model")["epochs"][0]["started"] < features["finished"]
+
+
 @pytest.mark.parametrize("runner", ["local", "ray"])
 def test_training_starts_while_ingest_is_still_reading(line_runs, runner):
     run, reports, _, _ = line_runs[runner]

@@ -11,6 +11,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import apache_beam as beam
@@ -158,6 +159,17 @@ def test_map_fused_runs_every_block_through_both_stages_in_one_worker():
     out = pa.Table.from_batches([r[1].batch for r in fused])
     assert out.column("pid_first").equals(out.column("pid_second"))  # one bundle, one worker
     assert peaks == {"features": 2, "more": 2}  # as the runner published them
+
+
+@pytest.mark.parametrize("mode", ["multi_processing", "in_memory"])
+def test_results_reach_the_stage_while_the_job_runs(mode):
+    """A block's results are yielded once it and every block before it are done, not when
+    the whole job ends: with the last block slow, the others arrive seconds before it."""
+    task = _task("straggler", seq=560, slow_s=3.0, base_ms=5)  # 560: the last block's
+    arrived = [(time.monotonic(), result.index)
+               for result in BeamRunner(workers=2, mode=mode).map_blocks(task, _blocks())]
+    assert [index for _, index in arrived] == list(range(15))
+    assert arrived[-1][0] - arrived[-2][0] > 2.0  # before: all at once, as the job ended
 
 
 def test_map_fused_stops_a_block_where_a_stage_fails_or_keeps_nothing():

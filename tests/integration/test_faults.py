@@ -98,8 +98,10 @@ class Run:
             for child in psutil.Process(self.process.pid).children(recursive=True):
                 self.started.setdefault(child.pid, child)
 
-    def until(self, found: Callable[[], object], what: str, timeout: float = 180) -> object:
-        """Poll `found` (and note the run's processes) until it returns something."""
+    def until(self, found: Callable[[], object], what: str, timeout: float = 180,
+              every: float = 0.05) -> object:
+        """Poll `found` (and note the run's processes) every `every` s until it returns
+        something."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.watch()
@@ -110,8 +112,8 @@ class Run:
                 break
             # A look costs a few ms of CPU (the machine's process table, a glob of the temp
             # folder): at 100 a second it took a third of a core from the run it watched.
-            # The blocks it waits for last 0.1 s and more.
-            time.sleep(0.05)
+            # Most blocks it waits for last 0.1 s and more.
+            time.sleep(every)
         raise AssertionError(f"{what} never happened; the run ended with "
                              f"{self.process.poll()}: {self.process.stderr.read()[-2000:]}")
 
@@ -206,7 +208,11 @@ def _worker_running(run: Run, stage: str, runner: str) -> psutil.Process:
                     return run.started[pid]
         return None
 
-    return run.until(found, f"a {stage} block running on a {runner} worker")  # type: ignore
+    # A Beam job of BIG_BLOCKS lasts ~0.25 s, each write block ~25 ms of it (two at a time):
+    # at 20 looks a second, one run in ten or twenty saw none. Only while this job runs.
+    every = 0.01 if runner == "beam" else 0.05
+    return run.until(found, f"a {stage} block running on a {runner} worker",  # type: ignore
+                     every=every)
 
 
 def _titled(process: psutil.Process, title: str) -> bool:

@@ -1,0 +1,68 @@
+"""The Beam runner's scratch folder for one stage job: what the driver and the job's workers
+exchange (blocks in, each stage's results out, a done marker per block, attempt markers)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from fsspec import AbstractFileSystem
+from fsspec.core import url_to_fs
+
+from seqline.orchestration.runners.beam_transforms import read_result, result_name
+from seqline.pipeline.tasks import BlockResult, MapTask
+
+__all__ = ["attempt_markers", "charge", "listing", "nearby", "out_folders", "remove",
+           "results_of"]
+
+
+def out_folders(work: str, tasks: list[MapTask]) -> list[str]:
+    """Where each stage of a job writes its blocks' results (stage names are safe names)."""
+    return [f"{work}/out-{task.stage}" for task in tasks]
+
+
+def charge(tasks: list[MapTask], work: str, dead: set[int], stopped: set[int]) -> bool:
+    """Leave the attempt markers of the blocks whose worker died (their next attempt
+    counts them), remove those of the workers only stopped; whether any was charged."""
+    charged = False
+    for out in out_folders(work, tasks):
+        fs, _ = url_to_fs(out)
+        for marker in attempt_markers(out):
+            pid = int(marker.rsplit(".", 1)[1])
+            if pid in dead:
+                charged = True
+            elif pid in stopped:
+                fs.rm_file(marker)
+    return charged
+
+
+def results_of(index: int, outs: list[str]) -> Iterator[BlockResult]:
+    """Block `index`'s results, stage by stage, up to the stage where it stopped."""
+    for out in outs:
+        try:
+            yield read_result(f"{out}/{result_name(index)}")
+        except FileNotFoundError:
+            return
+
+
+def nearby(fs: AbstractFileSystem) -> bool:
+    """A folder on this machine or in this process's memory: cheap to list often."""
+    return bool({"file", "local", "memory"} & set(fs.protocol if isinstance(fs.protocol, tuple)
+                                                   else (fs.protocol,)))
+
+
+def listing(fs: AbstractFileSystem, folder: str) -> set[str]:
+    """What is in `folder`; nothing if it is not there (an object store has no empty folders)."""
+    return set(fs.ls(folder, detail=False)) if fs.exists(folder) else set()
+
+
+def attempt_markers(folder: str) -> list[str]:
+    fs, path = url_to_fs(folder)
+    fs.invalidate_cache(path)
+    return list(fs.glob(f"{path}/*.attempt-*"))
+
+
+def remove(url: str) -> None:
+    fs, path = url_to_fs(url)
+    with contextlib.suppress(FileNotFoundError, OSError):
+        fs.rm(path, recursive=True)
