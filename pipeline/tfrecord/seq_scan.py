@@ -231,9 +231,16 @@ def _field(view: np.ndarray, at: np.ndarray, end: np.ndarray, tag: int | None
     None if a field has another tag (any tag goes if `tag` is None) or does not fit before
     `end`.
     """
-    if (at + 1 >= end).any() or (tag is not None and (view[at] != tag).any()):
+    if not len(at):
+        return at, at
+    if int(at.max()) + 2 > len(view):
         return None
-    first = view[at + 1].astype(np.int64)
+    # the tag and the first byte of the length, in one gather (the gathers are most of the
+    # cost: one random read per row); a length byte read past `end` gives a stop past it
+    pair = _at_any_offset(view, "<u2")[at].view(np.uint8).reshape(-1, 2)
+    if tag is not None and (pair[:, 0] != tag).any():
+        return None
+    first = pair[:, 1].astype(np.int64)
     two = first >= 0x80
     if not two.any():  # the usual case: every length fits one byte
         payload = at + 2
@@ -243,6 +250,8 @@ def _field(view: np.ndarray, at: np.ndarray, end: np.ndarray, tag: int | None
         payload = at + 2 + two
         stop = payload + np.where(two, (first & 0x7F) | (second << 7), first)
     else:
+        if (at + 1 >= end).any():
+            return None
         length, size = _varint(view, at + 1, end)
         if size is None or (length >= 1 << 40).any():  # 2^40: beyond any record, int64-safe
             return None
