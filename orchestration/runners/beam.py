@@ -14,6 +14,7 @@ import apache_beam as beam
 import grpc
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from seqline.orchestration.events import BlockRetried, Occupancy, Subscriber
@@ -138,18 +139,8 @@ class BeamRunner(Runner):
             poll = POLL_SECONDS if nearby(fs) else WATCH_SECONDS
             done: set[str] = set()
             for index in indices:  # block order, whatever order the job finishes them in
-                while f"{marks}/{done_name(index)}" not in done:
-                    ended = job.ended.done()
-                    if ended:
-                        job.ended.result()  # the job's own error, if it failed
-                    else:
-                        with contextlib.suppress(TimeoutError):
-                            job.ended.exception(timeout=poll)
-                    fs.invalidate_cache(marks)
-                    done = listing(fs, marks)
-                    if ended and f"{marks}/{done_name(index)}" not in done:
-                        raise InternalError(f"stage {tasks[0].stage!r} on Beam: the job ended "
-                                            f"without block {index} done")
+                if f"{marks}/{done_name(index)}" not in done:
+                    done = _once_done(job, fs, marks, index, poll, tasks[0].stage)
                 yield list(results_of(index, outs))
             job.ended.result()
             for task, out in zip(tasks, outs, strict=True):
@@ -320,6 +311,26 @@ class _StageJob:
         self.stopped.set()
         if self.key is not None:
             beam_workers.stop(self.key)
+
+
+def _once_done(job: _StageJob, fs: AbstractFileSystem, marks: str, index: int, poll: float,
+               stage: str) -> set[str]:
+    """The done markers in `marks`, listed again every `poll` s until block `index`'s is one
+    of them; the job's error if it failed first."""
+    while True:
+        ended = job.ended.done()
+        if ended:
+            job.ended.result()  # the job's own error, if it failed
+        else:
+            with contextlib.suppress(TimeoutError):
+                job.ended.exception(timeout=poll)
+        fs.invalidate_cache(marks)
+        done = listing(fs, marks)
+        if f"{marks}/{done_name(index)}" in done:
+            return done
+        if ended:
+            raise InternalError(f"stage {stage!r} on Beam: the job ended without block {index} "
+                                "done")
 
 
 def _quiet_stopped_workers(args: threading.ExceptHookArgs) -> None:
