@@ -101,9 +101,10 @@ def report(b: Any, elapsed: float, command: str) -> str:
              + (" — **smoke sizes: the figures mean nothing**" if args.smoke else "") + ".",
              "", *machine(), "",
              "Ratios are seqline ÷ peer (rows/s against rows/s, by the wall time of each "
-             "job's own process, start-up included), computed per repeat and given as min / "
-             "median / max; `met?` judges the median. Rows/s columns are medians. Each side "
-             "ran alone on the machine, one process at a time.", "", *_load_warning(), "",
+             "job's own process, start-up included), computed per repeat (row 2: against the "
+             "peer's fastest run) and given as min / median / max; `met?` judges the "
+             "median. Rows/s columns are medians. Each side ran alone on the machine, one "
+             "process at a time.", "", *_load_warning(), "",
              *table(b.rows), ""]
     for number, title in TITLES.items():
         if number in b.notes:
