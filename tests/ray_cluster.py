@@ -28,6 +28,7 @@ __all__ = ["ClusterUnavailable", "RayCluster", "ray_cluster", "two_node_cluster"
 
 RAY = Path(sys.executable).parent / "ray"
 START_SECONDS = 180  # two nodes starting on a busy 2-core machine: usually 20-40 s
+STOP_GRACE_SECONDS = 5  # for a node to end its processes once told to (see _stop)
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,16 @@ def _wait_for_nodes(address: str, env: dict[str, str], nodes: int) -> str:
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
     """SIGTERM to each `ray start --block` (it ends its node's processes), then SIGKILL to
-    whatever is left of the process groups this fixture created."""
+    whatever is left of the process groups this fixture created.
+
+    The grace is short: after Ray Train has run on the cluster, the head's `ray start` did not
+    exit in 30 s of it (the other node's at once), and every suite ended waiting for it."""
     for proc in reversed(procs):
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
     for proc in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=30)
+            proc.wait(timeout=STOP_GRACE_SECONDS)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
 
