@@ -219,19 +219,37 @@ Subscriber = Callable[[Event], None]
 class EventBus:
     """Hands every published event to every subscriber, in the publisher's thread.
 
-    Stages publish from threads of their own; each subscriber guards its own state. A
-    subscriber that raises fails the publisher (the run store refusing a stage's commit
+    Stages publish from threads of their own, one event at a time: every subscriber sees the
+    same order. A stage's story ends at its end (committed, reused, failed or skipped) and
+    the run's at RunEnded: what a stage's thread still publishes after that (a thread a
+    cancel left running, which the process ends later) is dropped, so that no surface shows
+    progress after an end, nor a stage ending twice (committing while a cancel skips it).
+    A subscriber that raises fails the publisher (the run store refusing a stage's commit
     fails that stage): subscribers that must not fail a run catch their own errors.
     """
 
     def __init__(self, *subscribers: Subscriber) -> None:
         self._subscribers = list(subscribers)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a subscriber may publish
+        self._ended: set[str] = set()
+        self._run_ended = False
 
     def subscribe(self, subscriber: Subscriber) -> None:
         with self._lock:
             self._subscribers.append(subscriber)
 
     def publish(self, event: Event) -> None:
-        for subscriber in list(self._subscribers):
-            subscriber(event)
+        with self._lock:
+            if self._run_ended or event.stage in self._ended:
+                return
+            if isinstance(event, STAGE_ENDS):
+                if event.stage is None:  # the end of no stage ends nothing
+                    return
+                self._ended.add(event.stage)
+            if isinstance(event, RunEnded):
+                self._run_ended = True
+            for subscriber in list(self._subscribers):
+                subscriber(event)
+
+
+STAGE_ENDS = (StageCommitted, StageReused, StageFailed, StageSkipped)

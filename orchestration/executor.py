@@ -4,7 +4,6 @@ each artifact committed when complete, and every fact published as an event."""
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -65,18 +64,12 @@ class RunContext:
     belts: dict[str, Belt[Block]] = field(default_factory=dict)  # by the stage that fills it
     fused: dict[str, tuple[MapTask, Belt[BlockResult]]] = field(default_factory=dict)
     artifacts: dict[str, StageArtifact] = field(default_factory=dict)
-    ended: set[str] = field(default_factory=set)
-    ending: threading.Lock = field(default_factory=threading.Lock)
     reads: ShardReads | None = None  # shards read back as they come, for verify at the end
 
     def end(self, event: StageCommitted | StageReused | StageFailed | StageSkipped) -> None:
-        """Publish a stage's end, once: a stage that commits while a cancel stops the run
-        (its thread between the manifest and the line's record of it) ends as whichever
-        came first, never as both."""
-        with self.ending:
-            if event.stage is None or event.stage in self.ended:
-                return
-            self.ended.add(event.stage)
+        """Publish a stage's end. A stage that commits while a cancel stops the run (its
+        thread between the manifest and the line's record of it) ends as whichever came
+        first, never as both: the bus drops a second end (EventBus)."""
         self.bus.publish(event)
 
     def artifact(self, stage: str) -> StageArtifact:

@@ -14,6 +14,7 @@ import pytest
 from seqline.components import COMPONENTS
 from seqline.orchestration.api import execute, plan_pipeline
 from seqline.orchestration.events import (
+    BlocksDone,
     Event,
     EventBus,
     RunEnded,
@@ -214,3 +215,40 @@ def test_run_context_end_publishes_a_stages_end_once(tmp_path, runner, first, se
     run.end(other)  # another stage's end still goes out
     run.end(_commit(None))  # an end of no stage is none
     assert story.events == [first, other]
+
+
+def test_the_bus_drops_what_a_stage_thread_publishes_after_its_end_and_the_runs():
+    """A cancel leaves a stage's thread running for the process to end (AssemblyLine.halt):
+    what it still publishes, progress after its stage was skipped or after RunEnded, reaches
+    no subscriber (CI: a BlocksDone after RunEnded on a loaded Ray run)."""
+    story = Story()
+    bus = EventBus(story)
+    progress = BlocksDone(stage="features", counts=Counts(40, 40), blocks=1, waited_input=0.0,
+                          waited_output=0.0)
+    skipped = StageSkipped(stage="features", reason=CANCELLED)
+    ended = RunEnded(status="cancelled", ran=1, reused=0)
+    later = StageStarted(stage="again")
+    bus.publish(progress)
+    bus.publish(skipped)
+    bus.publish(progress)  # the stage's story ended
+    bus.publish(later)  # another stage's goes on
+    bus.publish(ended)
+    bus.publish(StageSkipped(stage="again", reason=CANCELLED))  # the run's ended
+    assert story.events == [progress, skipped, later, ended]
+
+
+def test_the_bus_gives_every_subscriber_the_same_order_from_many_threads():
+    first, second = Story(), Story()
+    bus = EventBus(first, second)
+
+    def publish(stage: str) -> None:
+        for block in range(1, 301):
+            bus.publish(BlocksDone(stage=stage, counts=Counts(block, block), blocks=block,
+                                   waited_input=0.0, waited_output=0.0))
+
+    threads = [threading.Thread(target=publish, args=(f"s{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(first.events) == 1200 and first.events == second.events
