@@ -1,20 +1,17 @@
-"""`seqline run` as users run it: exit codes, messages, manifests, on every runner."""
+"""`seqline run` as users run it: exit codes, messages, manifests (the example on every
+runner by the console script: tests/integration/test_training.py)."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from seqline.orchestration.cli import app
-from tests.conftest import REPO, USERFNS
-
-EXAMPLE = REPO / "data" / "seattle_weather"
+from tests.conftest import USERFNS
 
 GOOD = """\
 name: t
@@ -78,31 +75,6 @@ def test_run_same_run_id_twice_exits_2(folder):
     assert _cli(folder, GOOD).exit_code == 0
     result = _cli(folder, GOOD)
     assert result.exit_code == 2 and "already used" in result.output
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize("runner", ["local", "beam", "ray"])
-def test_run_example_pipeline_with_the_console_script(tmp_path, runner):
-    """The real `seqline` executable on the example, each runner in its own process (with 2
-    epochs rather than 15: the point is every stage on every runner, not the model)."""
-    exe = Path(sys.executable).parent / "seqline"
-    demo = tmp_path / "demo.yaml"
-    demo.write_text((EXAMPLE / "pipeline.yaml").read_text().replace("epochs: 15", "epochs: 2")
-                    .replace("seattle-weather.csv", str(EXAMPLE / "seattle-weather.csv")))
-    shutil.copy(EXAMPLE / "features.py", tmp_path / "features.py")
-    proc = subprocess.run(
-        [str(exe), "run", str(demo), "--runner", runner,
-         "--root", str(tmp_path), "--run-id", "demo", "--workers", "2"],
-        capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "succeeded" in proc.stdout
-    assert "All artifacts hold the ordering contract." in proc.stdout  # the verify table
-    for stage in ("read", "examples", "features"):
-        manifest = json.loads((tmp_path / "runs/demo" / stage / "manifest.json").read_text())
-        assert manifest["status"] == "succeeded"
-        assert (manifest["records_in"], manifest["records_out"]) == (1461, 1461)
-        assert (manifest["seq_min"], manifest["seq_max"]) == (0, 1460)
-        assert str(tmp_path / "runs/demo" / stage) in " ".join(proc.stdout.split())
 
 
 BAD_INPUTS = [

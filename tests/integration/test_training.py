@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -41,20 +42,49 @@ def example_folder(tmp_path, epochs=2, **train_params):
     return folder
 
 
+RUNNERS = ("local", "beam", "ray")
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, request):
-    """The example, 2 epochs, once per runner."""
-    request.getfixturevalue("ray_session")
-    tmp = tmp_path_factory.mktemp("training")
-    spec = load_pipeline(example_folder(tmp) / "pipeline.yaml", COMPONENTS)
-    for name, options in {"local": {}, "beam": {"mode": "multi_processing"}, "ray": {}}.items():
-        with make_runner(name, workers=2, **options) as runner:
-            run_pipeline(spec, runner, tmp / "root", name)
-    return tmp / "root" / "runs"
+def console(tmp_path_factory) -> tuple[Path, dict[str, subprocess.CompletedProcess[str]]]:
+    """The example, 2 epochs, once per runner, by the real `seqline` executable as a user runs
+    it (each runner in its own process, verified): the root, and what each run said."""
+    root = tmp_path_factory.mktemp("training") / "root"
+    pipeline = example_folder(root.parent) / "pipeline.yaml"
+    exe = Path(sys.executable).parent / "seqline"
+    return root, {runner: subprocess.run(
+        [str(exe), "run", str(pipeline), "--runner", runner, "--root", str(root),
+         "--run-id", runner, "--workers", "2", "--no-cache"],
+        capture_output=True, text=True, timeout=300) for runner in RUNNERS}
+
+
+@pytest.fixture(scope="module")
+def runs(console) -> Path:
+    """The runs folder of the three runs above, each run named by its runner."""
+    root, said = console
+    assert {r: p.returncode for r, p in said.items()} == dict.fromkeys(RUNNERS, 0), {
+        r: p.stderr[-3000:] for r, p in said.items() if p.returncode}
+    return root / "runs"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_run_example_pipeline_with_the_console_script(console, runs, runner):
+    """Every stage on every runner, as the terminal tells it (2 epochs rather than 15: the
+    point is every stage on every runner, not the model)."""
+    stdout = console[1][runner].stdout
+    assert f"Run {runner} succeeded" in stdout
+    assert "All artifacts hold the ordering contract." in stdout  # the verify table
+    for stage in ("read", "examples", "features"):
+        manifest = read_manifest(runs / runner / stage)
+        assert manifest["status"] == "succeeded"
+        assert (manifest["records_in"], manifest["records_out"]) == (1461, 1461)
+        assert (manifest["seq_min"], manifest["seq_max"]) == (0, 1460)
+        assert str(runs / runner / stage) in " ".join(stdout.split())
 
 
 def test_training_is_identical_on_every_runner(runs):
-    manifests = {r: read_manifest(runs / r / "model") for r in ("local", "beam", "ray")}
+    manifests = {r: read_manifest(runs / r / "model") for r in RUNNERS}
     plans = {r: read_manifest(runs / r / "batches") for r in manifests}
     assert plans["local"]["train"] == plans["beam"]["train"] == plans["ray"]["train"]
     epochs = {r: [(e["seq_digest"], e["batches"]) for e in m["epochs"]]
