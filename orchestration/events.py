@@ -219,18 +219,21 @@ Subscriber = Callable[[Event], None]
 class EventBus:
     """Hands every published event to every subscriber, in the publisher's thread.
 
-    Stages publish from threads of their own, one event at a time: every subscriber sees the
-    same order. A stage's story ends at its end (committed, reused, failed or skipped) and
+    Stages publish from threads of their own. A stage's events reach the subscribers one at
+    a time, in order, and its story ends at its end (committed, reused, failed or skipped),
     the run's at RunEnded: what a stage's thread still publishes after that (a thread a
     cancel left running, which the process ends later) is dropped, so that no surface shows
     progress after an end, nor a stage ending twice (committing while a cancel skips it).
+    Different stages' events go out side by side: one stage's commit, written to the run
+    store, holds up no other stage.
     A subscriber that raises fails the publisher (the run store refusing a stage's commit
     fails that stage): subscribers that must not fail a run catch their own errors.
     """
 
     def __init__(self, *subscribers: Subscriber) -> None:
         self._subscribers = list(subscribers)
-        self._lock = threading.RLock()  # re-entrant: a subscriber may publish
+        self._lock = threading.Lock()
+        self._stage_locks: dict[str | None, threading.RLock] = {}  # None: the run's own
         self._ended: set[str] = set()
         self._run_ended = False
 
@@ -240,6 +243,8 @@ class EventBus:
 
     def publish(self, event: Event) -> None:
         with self._lock:
+            told = self._stage_locks.setdefault(event.stage, threading.RLock())
+        with told:  # re-entrant: a subscriber may publish
             if self._run_ended or event.stage in self._ended:
                 return
             if isinstance(event, STAGE_ENDS):
