@@ -11,10 +11,10 @@ from typing import Any, ClassVar
 
 from seqline.pipeline.tasks import Counts
 
-__all__ = ["BlockRetried", "BlocksDone", "Event", "EventBus", "HeadOfLine", "Occupancy",
-           "RecordsConsumed", "RunEnded", "RunStarted", "StageCommitted", "StageFailed",
-           "StagePlanned", "StageReused", "StageSkipped", "StageStarted", "Subscriber",
-           "WaitEnded", "WaitStarted"]
+__all__ = ["STAGE_ENDS", "BlockRetried", "BlocksDone", "Event", "EventBus", "HeadOfLine",
+           "Occupancy", "RecordsConsumed", "RunEnded", "RunStarted", "StageCommitted",
+           "StageFailed", "StagePlanned", "StageReused", "StageSkipped", "StageStarted",
+           "Subscriber", "WaitEnded", "WaitStarted"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,6 +213,9 @@ class RunEnded(Event):
     error_seq: int | None = None
 
 
+# How a stage's story ends: after one of these, nothing more of it is told (EventBus).
+STAGE_ENDS = (StageCommitted, StageReused, StageFailed, StageSkipped)
+
 Subscriber = Callable[[Event], None]
 
 
@@ -256,5 +259,3 @@ class EventBus:
             for subscriber in list(self._subscribers):
                 subscriber(event)
 
-
-STAGE_ENDS = (StageCommitted, StageReused, StageFailed, StageSkipped)

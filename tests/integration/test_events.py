@@ -14,6 +14,7 @@ import pytest
 from seqline.components import COMPONENTS
 from seqline.orchestration.api import execute
 from seqline.orchestration.events import (
+    STAGE_ENDS,
     BlocksDone,
     Event,
     RunEnded,
@@ -40,7 +41,6 @@ stages:
   - {{name: features, component: preprocess, params: {{fn: "latency:{fn}", fn_kwargs: {kwargs}}}}}
   - {{name: again, component: preprocess, params: {{fn: "latency:keep_even"}}}}
 """
-ENDED = (StageCommitted, StageReused, StageFailed, StageSkipped)
 RUNNERS = {"local": {}, "beam": {"mode": "multi_processing"}, "ray": {}}
 
 
@@ -59,7 +59,7 @@ class Story:
         return [e for e in self.events if e.stage == stage]
 
     def ended(self) -> dict[str, Event]:
-        return {e.stage or "": e for e in self.events if isinstance(e, ENDED)}
+        return {e.stage or "": e for e in self.events if isinstance(e, STAGE_ENDS)}
 
 
 def _folder(tmp_path, fn="skewed", kwargs="{base_ms: 3, seed: 1}"):
@@ -88,18 +88,18 @@ def _well_formed(story: Story, stages: list[str], status: str) -> None:
         i for i, e in enumerate(events) if isinstance(e, StagePlanned))
     ends = defaultdict(list)
     for e in events:
-        if isinstance(e, ENDED):
+        if isinstance(e, STAGE_ENDS):
             ends[e.stage].append(e)
     assert {s: len(ends[s]) for s in stages} == dict.fromkeys(stages, 1)  # one end each
     for stage in stages:
         mine = story.of(stage)
         end = ends[stage][0]
-        assert all(not isinstance(e, ENDED) for e in mine[mine.index(end) + 1:])
+        assert all(not isinstance(e, STAGE_ENDS) for e in mine[mine.index(end) + 1:])
         started = [i for i, e in enumerate(mine) if isinstance(e, StageStarted)]
         if isinstance(end, StageCommitted | StageFailed):
             assert started == [1]  # once, right after its plan, before any of its progress
         if not started:  # nothing of its work is told (CI run 12: a fused stage's occupancy)
-            assert all(isinstance(e, (StagePlanned, *ENDED)) for e in mine)
+            assert all(isinstance(e, (StagePlanned, *STAGE_ENDS)) for e in mine)
         totals = [e.counts.records_in for e in mine if isinstance(e, BlocksDone)]
         assert totals == sorted(totals)  # totals only grow
         if isinstance(end, StageCommitted) and totals:

@@ -14,6 +14,7 @@ import pytest
 from seqline.components import COMPONENTS
 from seqline.orchestration.api import execute, plan_pipeline
 from seqline.orchestration.events import (
+    STAGE_ENDS,
     BlocksDone,
     Event,
     EventBus,
@@ -39,7 +40,6 @@ from tests.conftest import USERFNS
 
 ROWS = 300
 STAGES = ["read", "write", "features", "again", "last"]
-ENDS = (StageCommitted, StageReused, StageFailed, StageSkipped)
 KEEP_EVEN = "{fn: 'latency:keep_even', fn_kwargs: {base_ms: 0.2, seed: %d}}"
 BOOM = "{fn: 'latency:boom_at', fn_kwargs: {seq: 120, base_ms: 0.2}}"  # (120: an even seq)
 
@@ -57,9 +57,9 @@ class Story:
 
     def ends(self) -> dict[str, Event]:
         """Each stage's end, after checking that every stage ended exactly once."""
-        ended = Counter(e.stage for e in self.events if isinstance(e, ENDS))
+        ended = Counter(e.stage for e in self.events if isinstance(e, STAGE_ENDS))
         assert ended == Counter(STAGES), ended
-        return {e.stage or "": e for e in self.events if isinstance(e, ENDS)}
+        return {e.stage or "": e for e in self.events if isinstance(e, STAGE_ENDS)}
 
     def of(self, kind: type[Event]) -> list[str]:
         return [e.stage or "" for e in self.events if isinstance(e, kind)]
