@@ -76,6 +76,7 @@ SHARED = {
     "tests/dashboard/test_logs_browser.py": "dashboard runs",
     "tests/dashboard/test_logs_http.py": "dashboard runs",
     "tests/dashboard/test_people.py": "dashboard runs",
+    "tests/dashboard/test_seq_lookup.py": "dashboard runs",  # the demo's run in `root`
     "tests/dashboard/test_run_at_a_glance.py": "at a glance",  # a run held 8 s on one block
     "tests/dashboard/test_runs_queries.py": "10,000 runs",  # a store seeded with them
     "tests/dashboard/test_object_store.py": "dashboard on s3",  # a bucket with a run
@@ -86,7 +87,6 @@ SHARED = {
     "tests/e2e/test_readers_never_create.py": "readers",  # a root with a run
     "tests/e2e/test_run_logs.py": "run logs",  # a failed run
     "tests/e2e/test_run_id_cli.py": "run ids",  # a root with a run
-    "tests/e2e/test_seq_lookup.py": "seq lookup",  # a run of the demo, one epoch
     "tests/e2e/test_terminal_tables.py": "tables",  # two runs and a schedule
     "tests/e2e/test_verify.py": "verify",  # a root with a run
     "tests/integration/test_assembly_line.py": "line",  # the line on four runners

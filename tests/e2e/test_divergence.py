@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -81,18 +82,24 @@ def test_a_rerun_is_identical(root):
     assert first_batch(root, "a", "a2", None) is None
 
 
-def test_compare_page_shows_the_parameter_and_the_first_record(root):
+@pytest.fixture(scope="module")
+def url(root) -> Iterator[str]:
+    """The dashboard on the root, for the module's pages."""
     server = Server(root)
     try:
-        page = httpx.get(server.url + "/runs/b/compare", params={"with": "a"}).text
-        assert "features.fn_kwargs.rain_at" in page
-        assert "First divergence" in page
-        assert f'/runs/b/lookup?seq={_first_flipped()}"' in page
-        same = httpx.get(server.url + "/runs/a2/compare", params={"with": "a"}).text
-        section = same.split("First divergence")[1].split("</table>")[0]
-        assert "identical" in section and 'class="differs"' not in section
+        yield server.url
     finally:
         server.stop()
+
+
+def test_compare_page_shows_the_parameter_and_the_first_record(url):
+    page = httpx.get(url + "/runs/b/compare", params={"with": "a"}).text
+    assert "features.fn_kwargs.rain_at" in page
+    assert "First divergence" in page
+    assert f'/runs/b/lookup?seq={_first_flipped()}"' in page
+    same = httpx.get(url + "/runs/a2/compare", params={"with": "a"}).text
+    section = same.split("First divergence")[1].split("</table>")[0]
+    assert "identical" in section and 'class="differs"' not in section
 
 
 def _rows(page: str, table: str) -> dict[str, str]:
@@ -107,34 +114,24 @@ def _rows(page: str, table: str) -> dict[str, str]:
     return rows
 
 
-def test_compare_shows_only_what_differs_unless_asked(root):
-    server = Server(root)
-    try:
-        def page(run: str, other: str, **more: str) -> str:
-            return httpx.get(f"{server.url}/runs/{run}/compare",
-                             params={"with": other, **more}).text
-        params = _rows(page("b", "a"), "params-diff")
-        assert "features.fn_kwargs.rain_at" in params  # the one parameter that differs
-        assert "features.batch_format" not in params  # the same in both: hidden
-        runs = _rows(page("b", "a"), "compare compare-runs")
-        assert "started" in runs and "pipeline" not in runs and "runner" not in runs
-        shown = page("b", "a", same="shown")
-        assert "features.batch_format" in _rows(shown, "params-diff")
-        assert "pipeline" in _rows(shown, "compare compare-runs")
-        assert 'href="?with=a"' in shown  # the toggle back, the other run kept
-        assert re.search(r"\d+ rows the same in both hidden", page("b", "a"))
-    finally:
-        server.stop()
+def test_compare_shows_only_what_differs_unless_asked(url):
+    def page(run: str, other: str, **more: str) -> str:
+        return httpx.get(f"{url}/runs/{run}/compare", params={"with": other, **more}).text
+    params = _rows(page("b", "a"), "params-diff")
+    assert "features.fn_kwargs.rain_at" in params  # the one parameter that differs
+    assert "features.batch_format" not in params  # the same in both: hidden
+    runs = _rows(page("b", "a"), "compare compare-runs")
+    assert "started" in runs and "pipeline" not in runs and "runner" not in runs
+    shown = page("b", "a", same="shown")
+    assert "features.batch_format" in _rows(shown, "params-diff")
+    assert "pipeline" in _rows(shown, "compare compare-runs")
+    assert 'href="?with=a"' in shown  # the toggle back, the other run kept
+    assert re.search(r"\d+ rows the same in both hidden", page("b", "a"))
 
 
-def test_compare_has_a_code_row_that_shows_a_changed_function(root):
-    server = Server(root)
-    try:
-        page = httpx.get(f"{server.url}/runs/c/compare", params={"with": "a"}).text
-        stage = httpx.get(f"{server.url}/runs/c/stages/features/compare",
-                          params={"with": "a"}).text
-    finally:
-        server.stop()
+def test_compare_has_a_code_row_that_shows_a_changed_function(url):
+    page = httpx.get(f"{url}/runs/c/compare", params={"with": "a"}).text
+    stage = httpx.get(f"{url}/runs/c/stages/features/compare", params={"with": "a"}).text
     found = re.search(r'<tr class="differs code">\s*<td>code</td><td><code>features\.py '
                       r'([0-9a-f]{8})</code></td><td><code>features\.py ([0-9a-f]{8})</code>',
                       page)

@@ -1,12 +1,10 @@
-"""`seqline lookup` and the lookup page on a real run of the demo (one epoch): every place it
+"""`seqline lookup` and the lookup page on the dashboard's run of the demo: every place it
 names agrees with reading the artifacts directly."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -15,48 +13,30 @@ import pytest
 from seqline.orchestration.lookup import lookup_seq
 from seqline.pipeline.tfrecord.coding import decode, schema_from_text
 from seqline.pipeline.tfrecord.reading import read_shard
-from tests.conftest import REPO, USERFNS
-from tests.dashboard.conftest import Server
+from tests.conftest import USERFNS
+from tests.dashboard.conftest import seqline
 
 pytestmark = pytest.mark.e2e
 
-EXE = str(Path(sys.executable).parent / "seqline")
-DEMO = REPO / "data" / "seattle_weather"
-
-
-def seqline(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    """The demo run once, with one epoch (the lookup reads what any epoch count stores)."""
-    folder = tmp_path_factory.mktemp("demo")
-    for name in ("features.py", "seattle-weather.csv"):
-        shutil.copy(DEMO / name, folder / name)
-    text = (DEMO / "pipeline.yaml").read_text()
-    (folder / "pipeline.yaml").write_text(text.replace("epochs: 15", "epochs: 1"))
-    done = seqline("-q", "run", str(folder / "pipeline.yaml"), "--root", str(folder / "root"),
-                   "--run-id", "demo")
-    assert done.returncode == 0, done.stderr
-    return folder / "root"
+# The demo as the dashboard's `root` ran it (15 epochs): the lookup reads what any run stores.
+DEMO_RUN = "demo-a"
 
 
 def _manifest(root: Path, stage: str) -> dict:
-    return json.loads((root / "runs/demo" / stage / "manifest.json").read_text())
+    return json.loads((root / f"runs/{DEMO_RUN}" / stage / "manifest.json").read_text())
 
 
 def _record(root: Path, stage: str, shard: str, offset: int) -> dict:
     """The shard's record at `offset`, read with the TFRecord reader and decoder."""
     m = _manifest(root, stage)
-    batch = decode(read_shard(root / "runs/demo" / stage / shard, m["compression"]),
+    batch = decode(read_shard(root / f"runs/{DEMO_RUN}" / stage / shard, m["compression"]),
                    schema_from_text(m["schema"]))
     return batch.slice(offset, 1).to_pylist()[0]
 
 
 @pytest.mark.parametrize("seq", [100, 1000])
 def test_lookup_agrees_with_the_artifacts(root, seq):
-    places = {p.stage: p for p in lookup_seq(root, "demo", seq).stages}
+    places = {p.stage: p for p in lookup_seq(root, DEMO_RUN, seq).stages}
     assert all(p.found for p in places.values()), places
     read = places["read"].detail
     line = Path(read["file"]).read_text().splitlines()[read["source_line"] - 1]
@@ -67,33 +47,36 @@ def test_lookup_agrees_with_the_artifacts(root, seq):
         assert record["__seq__"] == seq
         assert line.startswith(record["date"] + ",")  # the CSV line is this record
         assert where["shard_seq_first"] <= seq <= where["shard_seq_last"]
-    batches = _manifest(root, "model")["epochs"][0]["batches"]
+    epochs = _manifest(root, "model")["epochs"]
+    batches = epochs[0]["batches"]
     batch = places["batches"].detail["batch"]
     assert batches[batch]["first"] <= seq <= batches[batch]["last"]
     plan = _manifest(root, "batches")["plan"]
     first_example = plan["window"]["length"] + plan["window"]["label_offset"] - 1
     if seq <= batches[-1]["last"]:  # in the training split: batches of 32 from the first label
         assert batch == (seq - first_example) // plan["batch_size"]
-        assert places["model"].detail["steps"] == [batch + 1]
+        # the batch's step in every epoch
+        assert places["model"].detail["steps"] == [
+            batch + 1 + epoch * len(batches) for epoch in range(len(epochs))]
         assert places["model"].detail["steps_per_epoch"] == len(batches)
 
 
 def test_lookup_of_a_seq_past_the_input_says_so_in_one_line(root):
-    done = seqline("lookup", "demo", "5000", "--root", str(root))
+    done = seqline("lookup", DEMO_RUN, "5000", "--root", str(root))
     assert done.returncode == 1
     assert done.stdout.strip().splitlines() == [
-        "seq 5,000 in demo: out of range: the run read 1,461 records (seq 0-1460)"]
+        f"seq 5,000 in {DEMO_RUN}: out of range: the run read 1,461 records (seq 0-1460)"]
 
 
 def test_lookup_of_a_window_input_names_no_batch(root):
-    places = {p.stage: p for p in lookup_seq(root, "demo", 5).stages}
+    places = {p.stage: p for p in lookup_seq(root, DEMO_RUN, 5).stages}
     assert places["features"].found and not places["batches"].found
     assert "window input" in places["batches"].line
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["demo", "x"], "'x' is not a seq"),
-    (["demo", "-1"], "seq counts from 0"),
+    ([DEMO_RUN, "x"], "'x' is not a seq"),
+    ([DEMO_RUN, "-1"], "seq counts from 0"),
     (["nosuch", "1"], "no run 'nosuch'"),
 ])
 def test_lookup_errors_exit_2_in_one_line(root, args, message):
@@ -103,26 +86,22 @@ def test_lookup_errors_exit_2_in_one_line(root, args, message):
 
 
 def test_lookup_json_is_the_function(root):
-    done = seqline("lookup", "demo", "100", "--root", str(root), "--json")
+    done = seqline("lookup", DEMO_RUN, "100", "--root", str(root), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == json.loads(json.dumps(
-        lookup_seq(root, "demo", 100).as_json()))
+        lookup_seq(root, DEMO_RUN, 100).as_json()))
 
 
-def test_lookup_page_over_http(root):
-    server = Server(root)
-    try:
-        page = httpx.get(server.url + "/runs/demo/lookup", params={"seq": "100"})
-        assert page.status_code == 200
-        for place in lookup_seq(root, "demo", 100).stages:
-            assert place.line in page.text
-        assert httpx.get(server.url + "/runs/demo/lookup").status_code == 200  # the form
-        assert httpx.get(server.url + "/runs/demo/lookup?seq=x").status_code == 400
-        assert httpx.get(server.url + "/runs/nosuch/lookup?seq=1").status_code == 404
-        gone = httpx.get(server.url + "/runs/demo/lookup?seq=5000").text
-        assert "out of range" in gone
-    finally:
-        server.stop()
+def test_lookup_page_over_http(root, server):
+    page = httpx.get(f"{server.url}/runs/{DEMO_RUN}/lookup", params={"seq": "100"})
+    assert page.status_code == 200
+    for place in lookup_seq(root, DEMO_RUN, 100).stages:
+        assert place.line in page.text
+    assert httpx.get(f"{server.url}/runs/{DEMO_RUN}/lookup").status_code == 200  # the form
+    assert httpx.get(f"{server.url}/runs/{DEMO_RUN}/lookup?seq=x").status_code == 400
+    assert httpx.get(server.url + "/runs/nosuch/lookup?seq=1").status_code == 404
+    gone = httpx.get(f"{server.url}/runs/{DEMO_RUN}/lookup?seq=5000").text
+    assert "out of range" in gone
 
 
 # A bad row (seq 2, line 4) and a filter that keeps even seq: both fates, named in one line.
