@@ -34,6 +34,7 @@ from seqline.orchestration.runners.beam_transforms import (
     MarkDone,
     ReadBlocks,
     SeqlineMap,
+    attempts_folder,
     block_name,
     done_name,
     put,
@@ -130,7 +131,7 @@ class BeamRunner(Runner):
             for task in tasks:  # the job's workers: every block is in flight until it ends
                 self.publish(Occupancy(stage=task.stage,
                                        in_flight=min(len(indices), self._parallelism), held=0))
-            for folder in [*outs, f"{work}/done"]:
+            for folder in [*outs, *map(attempts_folder, outs), f"{work}/done"]:
                 fs, path = url_to_fs(folder)
                 fs.makedirs(path, exist_ok=True)
             threading.Thread(target=job.run, args=(self._run_surviving, tasks, work, indices),

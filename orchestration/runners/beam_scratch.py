@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
-from seqline.orchestration.runners.beam_transforms import read_result, result_name
+from seqline.orchestration.runners.beam_transforms import attempts_folder, read_result, result_name
 from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["attempt_markers", "charge", "listing", "nearby", "out_folders", "remove",
@@ -57,7 +57,8 @@ def listing(fs: AbstractFileSystem, folder: str) -> set[str]:
 
 
 def attempt_markers(folder: str) -> list[str]:
-    fs, path = url_to_fs(folder)
+    """The attempt markers left in a stage's results `folder` (beam_transforms._run_block)."""
+    fs, path = url_to_fs(attempts_folder(folder))
     fs.invalidate_cache(path)
     return list(fs.glob(f"{path}/*.attempt-*"))
 

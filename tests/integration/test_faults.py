@@ -190,7 +190,7 @@ def _worker_running(run: Run, stage: str, runner: str) -> psutil.Process:
     def found() -> psutil.Process | None:
         if runner == "beam":  # its attempt markers name the worker running each block
             for mark in Path(tempfile.gettempdir()).glob(
-                    f"seqline-beam-{run.process.pid}-*/out-{stage}/block-*.attempt-1.*"):
+                    f"seqline-beam-{run.process.pid}-*/out-{stage}/attempts/block-*.attempt-1.*"):
                 pid = int(mark.name.rsplit(".", 1)[1])
                 if pid in run.started and _beam_worker(run.started[pid]):
                     return run.started[pid]
