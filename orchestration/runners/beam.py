@@ -14,7 +14,6 @@ import apache_beam as beam
 import grpc
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
 from seqline.orchestration.events import BlockRetried, Occupancy, Subscriber
@@ -26,6 +25,7 @@ from seqline.orchestration.runners.beam_scratch import (
     charge,
     listing,
     nearby,
+    once_done,
     out_folders,
     remove,
     results_of,
@@ -41,14 +41,13 @@ from seqline.orchestration.runners.beam_transforms import (
 )
 from seqline.orchestration.runners.beam_workers import WorkersLost
 from seqline.pipeline.blocks import Block, batch_to_ipc
-from seqline.pipeline.errors import Cancelled, ConfigError, InternalError
+from seqline.pipeline.errors import Cancelled, ConfigError
 from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["BeamRunner", "SeqlineMap"]
 
 WATCH_SECONDS = 0.2  # how often a running job's SDK workers are checked
-# How often the driver looks for blocks done while a job runs, in a local folder or in memory
-# (one listing); on a remote store, every WATCH_SECONDS (a LIST request each).
+# How often the driver looks for the next block done, in a local folder or in memory.
 POLL_SECONDS = 0.02
 # Jobs in a row that may lose a worker outside any block, with no block done meanwhile,
 # before the stage fails: a worker that dies at its start every time would otherwise be
@@ -141,7 +140,7 @@ class BeamRunner(Runner):
             done: set[str] = set()
             for index in indices:  # block order, whatever order the job finishes them in
                 if f"{marks}/{done_name(index)}" not in done:
-                    done = _once_done(job, fs, marks, index, poll, tasks[0].stage)
+                    done = once_done(job.ended, fs, marks, index, poll, tasks[0].stage)
                 yield list(results_of(index, outs))
             job.ended.result()
             for task, out in zip(tasks, outs, strict=True):
@@ -312,26 +311,6 @@ class _StageJob:
         self.stopped.set()
         if self.key is not None:
             beam_workers.stop(self.key)
-
-
-def _once_done(job: _StageJob, fs: AbstractFileSystem, marks: str, index: int, poll: float,
-               stage: str) -> set[str]:
-    """The done markers in `marks`, listed again every `poll` s until block `index`'s is one
-    of them; the job's error if it failed first."""
-    while True:
-        ended = job.ended.done()
-        if ended:
-            job.ended.result()  # the job's own error, if it failed
-        else:
-            with contextlib.suppress(TimeoutError):
-                job.ended.exception(timeout=poll)
-        fs.invalidate_cache(marks)
-        done = listing(fs, marks)
-        if f"{marks}/{done_name(index)}" in done:
-            return done
-        if ended:
-            raise InternalError(f"stage {stage!r} on Beam: the job ended without block {index} "
-                                "done")
 
 
 def _quiet_stopped_workers(args: threading.ExceptHookArgs) -> None:

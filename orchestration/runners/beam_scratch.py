@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from concurrent.futures import Future
 
 from fsspec import AbstractFileSystem
 from fsspec.core import url_to_fs
 
-from seqline.orchestration.runners.beam_transforms import attempts_folder, read_result, result_name
+from seqline.orchestration.runners.beam_transforms import (
+    attempts_folder,
+    done_name,
+    read_result,
+    result_name,
+)
+from seqline.pipeline.errors import InternalError
 from seqline.pipeline.tasks import BlockResult, MapTask
 
-__all__ = ["attempt_markers", "charge", "listing", "nearby", "out_folders", "remove",
+__all__ = ["attempt_markers", "charge", "listing", "nearby", "once_done", "out_folders", "remove",
            "results_of"]
 
 
@@ -67,3 +74,28 @@ def remove(url: str) -> None:
     fs, path = url_to_fs(url)
     with contextlib.suppress(FileNotFoundError, OSError):
         fs.rm(path, recursive=True)
+
+
+def once_done(ended: Future[None], fs: AbstractFileSystem, marks: str, index: int, poll: float,
+              stage: str) -> set[str]:
+    """Done markers in `marks`, looked for every `poll` s until block `index`'s is one of
+    them; the job's error if it `ended` first. Nearby (a local folder, memory) only that
+    marker is looked for: a listing would cost the driver more with every block done. On a
+    remote store the folder is listed (one LIST request finds every marker there)."""
+    marker, near = f"{marks}/{done_name(index)}", nearby(fs)
+    while True:
+        over = ended.done()
+        if over:
+            ended.result()  # the job's own error, if it failed
+        if near:
+            done = {marker} if fs.exists(marker) else set()
+        else:
+            fs.invalidate_cache(marks)
+            done = listing(fs, marks)
+        if marker in done:
+            return done
+        if over:
+            raise InternalError(f"stage {stage!r} on Beam: the job ended without block {index} "
+                                "done")
+        with contextlib.suppress(TimeoutError):
+            ended.exception(timeout=poll)
