@@ -17,11 +17,9 @@ SEQLINE_SCRIPT = str(Path(sys.executable).parent / "seqline")
 def c11_verify(b: Bench) -> None:
     rows = b.args.rows
     # Its own pairs, each verified run beside an unverified one: the runs of rows 3 and 8 are
-    # minutes apart, and the machine's speed drifts by more than the 10 % asked (a set of
-    # them once read 2.09 s verified against 1.79 s unverified, another 2.16 against 2.09).
-    # A 10 % bound where one pair varies by up to 15 %: 9 pairs, as row 13's. The pair's two
-    # runs take turns at going first, and one run before them makes the root's run store (a
-    # new root's first run pays Alembic's 0.4 s; it once fell on the first verified run).
+    # minutes apart, and the machine's speed drifts by more than the 10 % asked. One pair
+    # varies by up to 15 %: 9 pairs, as row 13's, taking turns at going first, after one run
+    # that makes the root's run store (a new root's first run pays Alembic's 0.4 s).
     pipeline = b.job_pipeline(rows)
     pairs = 1 if b.args.smoke else max(9, b.args.repeats)
     b.seqline(pipeline)

@@ -24,7 +24,6 @@ from seqline.orchestration.runners.beam_scratch import (
     attempt_markers,
     charge,
     listing,
-    nearby,
     once_done,
     out_folders,
     remove,
@@ -47,8 +46,6 @@ from seqline.pipeline.tasks import BlockResult, MapTask
 __all__ = ["BeamRunner", "SeqlineMap"]
 
 WATCH_SECONDS = 0.2  # how often a running job's SDK workers are checked
-# How often the driver looks for the next block done, in a local folder or in memory.
-POLL_SECONDS = 0.02
 # Jobs in a row that may lose a worker outside any block, with no block done meanwhile,
 # before the stage fails: a worker that dies at its start every time would otherwise be
 # started again for ever. A block that kills its worker is bounded by its own retries.
@@ -136,11 +133,10 @@ class BeamRunner(Runner):
             threading.Thread(target=job.run, args=(self._run_surviving, tasks, work, indices),
                              daemon=True, name=f"seqline-beam-watch-{tasks[0].stage}").start()
             fs, marks = url_to_fs(f"{work}/done")
-            poll = POLL_SECONDS if nearby(fs) else WATCH_SECONDS
             done: set[str] = set()
             for index in indices:  # block order, whatever order the job finishes them in
                 if f"{marks}/{done_name(index)}" not in done:
-                    done = once_done(job.ended, fs, marks, index, poll, tasks[0].stage)
+                    done = once_done(job.ended, fs, marks, index, tasks[0].stage)
                 yield list(results_of(index, outs))
             job.ended.result()
             for task, out in zip(tasks, outs, strict=True):

@@ -22,6 +22,9 @@ from seqline.pipeline.tasks import BlockResult, MapTask
 __all__ = ["attempt_markers", "charge", "listing", "nearby", "once_done", "out_folders", "remove",
            "results_of"]
 
+POLL_SECONDS = 0.02  # how often the driver looks for the next block done, nearby
+LIST_SECONDS = 0.2  # how often it lists the done markers on a remote store (a request each)
+
 
 def out_folders(work: str, tasks: list[MapTask]) -> list[str]:
     """Where each stage of a job writes its blocks' results (stage names are safe names)."""
@@ -76,12 +79,13 @@ def remove(url: str) -> None:
         fs.rm(path, recursive=True)
 
 
-def once_done(ended: Future[None], fs: AbstractFileSystem, marks: str, index: int, poll: float,
+def once_done(ended: Future[None], fs: AbstractFileSystem, marks: str, index: int,
               stage: str) -> set[str]:
-    """Done markers in `marks`, looked for every `poll` s until block `index`'s is one of
-    them; the job's error if it `ended` first. Nearby (a local folder, memory) only that
-    marker is looked for: a listing would cost the driver more with every block done. On a
-    remote store the folder is listed (one LIST request finds every marker there)."""
+    """Done markers in `marks`, looked for until block `index`'s is one of them; the job's
+    error if it `ended` first. Nearby (a local folder, memory) only that marker is looked
+    for, every POLL_SECONDS: a listing would cost the driver more with every block done. On
+    a remote store the folder is listed every LIST_SECONDS (one LIST request finds every
+    marker there)."""
     marker, near = f"{marks}/{done_name(index)}", nearby(fs)
     while True:
         over = ended.done()
@@ -98,4 +102,4 @@ def once_done(ended: Future[None], fs: AbstractFileSystem, marks: str, index: in
             raise InternalError(f"stage {stage!r} on Beam: the job ended without block {index} "
                                 "done")
         with contextlib.suppress(TimeoutError):
-            ended.exception(timeout=poll)
+            ended.exception(timeout=POLL_SECONDS if near else LIST_SECONDS)
