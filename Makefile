@@ -25,15 +25,17 @@ demo: setup
 	@echo "then try:  seqline runs list   (or, without activating:  $(BIN)/seqline runs list)"
 
 # 2. Set up and run the test suite (all tiers: unit, integration, e2e), as CI does. The
-# install, the Debian packages and Airflow's virtualenv go side by side, then lint and types
-# side by side, then the suite; the output of the steps side by side is held until each
-# ends. Any step that fails fails the command. The docs site is built, strict, by the suite's
+# install, the Debian packages and Airflow's virtualenv go side by side (their output held
+# until each ends), then lint and types beside the suite: mypy is one process on one core for
+# half a minute on a fresh clone, which the suite's start (pytest collecting, servers coming
+# up) leaves room for; run before it, it added that half minute to the command. Both are
+# quiet on success there, so that no line of theirs lands among the suite's dots. Any step
+# that fails fails the command. The docs site is built, strict, by the suite's
 # tests/docs/test_site.py (which also reads the pages it makes): building it here as well
 # cost 30 CPU-seconds for nothing on a 2-core machine whose suite is bound by CPU.
 test:
 	$(MAKE) --no-print-directory -j3 --output-sync=target setup system-packages airflow-venv
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck
-	$(MAKE) --no-print-directory suite
+	$(MAKE) --no-print-directory -j3 lint typecheck suite QUIET_CHECKS=1
 
 # Every tier on TEST_WORKERS workers. Tests are handed out longest first, and the tests that
 # share an expensive fixture go to one worker (tests/conftest.py: SHARED, the scheduler).
@@ -53,8 +55,9 @@ unit: setup
 airflow-venv:
 	$(PYTHON) tests/slow/airflow_venv.py
 
+# QUIET_CHECKS=1: lint and typecheck print only what they find (as `make test` runs them).
 lint: setup
-	$(BIN)/ruff check .
+	$(BIN)/ruff check $(if $(QUIET_CHECKS),--quiet) .
 
 # mypy finds modules by folder, and the editable install's import hook is invisible to it:
 # it reads the package through links named as installed, so imports between modules resolve.
@@ -64,7 +67,7 @@ typecheck: setup
 	ln -s $(CURDIR)/orchestration/public/__init__.py build/typecheck/seqline/__init__.py
 	ln -s $(CURDIR)/pipeline $(CURDIR)/components $(CURDIR)/orchestration build/typecheck/seqline/
 	cd build/typecheck && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
-	  --cache-dir $(CURDIR)/build/mypy-cache -p seqline
+	  --cache-dir $(CURDIR)/build/mypy-cache $(if $(QUIET_CHECKS),--no-error-summary) -p seqline
 
 # The docs site (mkdocs.yml, docs/) into build/site; its references are generated from the code.
 docs: setup
