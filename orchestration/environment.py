@@ -1,5 +1,6 @@
-"""The one place seqline reads its environment: where runs are kept, and the run store; and
-what the engines may print of their own."""
+"""The one place seqline names its environment: where runs are kept, and the run store (read
+by the command line's options as each command is parsed); and what the engines may print of
+their own."""
 
 from __future__ import annotations
 
@@ -10,19 +11,20 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["DEFAULT_ROOT", "DEFAULT_STORE", "LAST_WORDS_FD", "quiet_engines",
+__all__ = ["DEFAULT_ROOT", "LAST_WORDS_FD", "ROOT_VARIABLE", "STORE_VARIABLE", "quiet_engines",
            "quiet_tensorflow", "take_launcher_pipe", "tell_launcher",
            "worker_environment"]
 
-DEFAULT_ROOT = Path(os.environ.get("SEQLINE_ROOT", ".seqline"))
-"""The artifact root when no --root is given: $SEQLINE_ROOT, else .seqline."""
-
-DEFAULT_STORE: str | None = os.environ.get("SEQLINE_STORE") or None
-"""The run store's URL when no --store is given: $SEQLINE_STORE, else SQLite under the root."""
+# Read when a command is parsed, not when this module is imported, so that a process that
+# imported the CLI (a test's, a notebook's) and then set them is heard.
+ROOT_VARIABLE = "SEQLINE_ROOT"
+"""The artifact root when no --root is given; else DEFAULT_ROOT."""
+DEFAULT_ROOT = ".seqline"
+STORE_VARIABLE = "SEQLINE_STORE"
+"""The run store's URL when no --store is given; else SQLite under the root."""
 
 # The engines' Python loggers whose start-up lines are theirs, not the user's, and the level
 # they keep. Beam's at WARNING: it relays its SDK workers' own log records (seqline's retry

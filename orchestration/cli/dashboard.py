@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from seqline.orchestration.cli.options import fail, missing_store, say, shown_url
-from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.cli.options import RootUrl, Store, fail, missing_store, say, shown_url
+from seqline.orchestration.environment import DEFAULT_ROOT
 
 __all__ = ["dashboard"]
 
@@ -20,14 +20,8 @@ GRACEFUL_SECONDS = 2
 
 
 def dashboard(
-    # Text, not a Path: a Path would turn s3://bucket into s3:/bucket.
-    root: Annotated[str, typer.Option(
-        help="Artifact root: a folder or an fsspec URL (s3://bucket/prefix, gs://...); the "
-             "store is ROOT/seqline.db (for a URL, ~/.seqline/stores/<name>.db) unless "
-             "--store says otherwise.")] = str(DEFAULT_ROOT),
-    store: Annotated[str | None, typer.Option(
-        "--store", help="Run store URL, e.g. postgresql+psycopg://user@host/db.")
-    ] = DEFAULT_STORE,
+    root: RootUrl = DEFAULT_ROOT,
+    store: Store = None,
     host: Annotated[str, typer.Option(help="Address to listen on. Anything but loopback "
                                            "needs --token-file.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8765,

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from seqline.orchestration.cli.console import Column, one_line, out, print_table
 from seqline.orchestration.cli.options import ROOT_HELP, AsJson, fail, no_run, print_json
-from seqline.orchestration.environment import DEFAULT_ROOT
+from seqline.orchestration.environment import DEFAULT_ROOT, ROOT_VARIABLE
 from seqline.pipeline.errors import ConfigError, RunNotFound
 
 __all__ = ["lookup"]
@@ -31,7 +31,7 @@ def lookup(
     run_id: Annotated[str, typer.Argument(help="The run to look in.")],
     seq: Annotated[int, typer.Argument(parser=_seq, metavar="SEQ",
                                        help="The record's seq (its rank in source order).")],
-    root: Annotated[str, typer.Option(help=ROOT_HELP)] = str(DEFAULT_ROOT),
+    root: Annotated[str, typer.Option(envvar=ROOT_VARIABLE, help=ROOT_HELP)] = DEFAULT_ROOT,
     as_json: AsJson = False,
 ) -> None:
     """Where SEQ is in RUN_ID: its source file and line, its shard and offset in each stored

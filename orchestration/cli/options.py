@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 from rich.table import Table
 
-from seqline.orchestration.environment import tell_launcher
+from seqline.orchestration.environment import ROOT_VARIABLE, STORE_VARIABLE, tell_launcher
 from seqline.pipeline.errors import RunNotFound, SeqlineError
 
 if TYPE_CHECKING:
@@ -53,18 +53,19 @@ class RunnerName(StrEnum):
     ray = "ray"
 
 
-ROOT_HELP = ("Artifact root ($SEQLINE_ROOT): a folder or an fsspec URL (s3://bucket/prefix; "
+ROOT_HELP = ("Artifact root: a folder or an fsspec URL (s3://bucket/prefix; "
              "credentials from the environment, never in the URL).")
 Root = Annotated[Path, typer.Option(help="Artifact root; the store is ROOT/seqline.db unless "
                                          "--store says otherwise.")]
 Store = Annotated[str | None, typer.Option(
-    "--store", help="Run store URL, e.g. postgresql+psycopg://user@host/db (default: SQLite "
-                    "under --root).")]
+    "--store", envvar=STORE_VARIABLE,
+    help="Run store URL, e.g. postgresql+psycopg://user@host/db (default: SQLite under --root).")]
 # `--root` as text: a local folder or an fsspec URL (a Path would turn s3://b into s3:/b).
 RootUrl = Annotated[str, typer.Option(
-    "--root", help="Artifact root: a folder or an fsspec URL (s3://bucket/prefix, gs://...); "
-                   "the store is ROOT/seqline.db (for a URL, ~/.seqline/stores/<name>.db) "
-                   "unless --store says otherwise.")]
+    "--root", envvar=ROOT_VARIABLE,
+    help="Artifact root: a folder or an fsspec URL (s3://bucket/prefix, gs://...); "
+         "the store is ROOT/seqline.db (for a URL, ~/.seqline/stores/<name>.db) "
+         "unless --store says otherwise.")]
 Wide = Annotated[bool, typer.Option(
     "--wide", help="On a terminal, show every column of the table, even those that do not "
                    "fit its width (a pipe or a file always gets them all).")]

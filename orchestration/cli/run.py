@@ -40,7 +40,8 @@ from seqline.orchestration.cli.runs import run_document
 from seqline.orchestration.cli.verify import print_checks, print_problems
 from seqline.orchestration.environment import (
     DEFAULT_ROOT,
-    DEFAULT_STORE,
+    ROOT_VARIABLE,
+    STORE_VARIABLE,
     quiet_tensorflow,
     tell_launcher,
 )
@@ -72,10 +73,10 @@ class BeamMode(StrEnum):
 def run(
     pipeline: Annotated[Path, typer.Argument(help="The pipeline file (YAML).")],
     runner: Annotated[RunnerName, typer.Option(help="Where map stages run.")] = RunnerName.local,
-    root: Annotated[str, typer.Option(help=ROOT_HELP)] = str(DEFAULT_ROOT),
+    root: Annotated[str, typer.Option(envvar=ROOT_VARIABLE, help=ROOT_HELP)] = DEFAULT_ROOT,
     store: Annotated[str | None, typer.Option(
-        help="Run store URL ($SEQLINE_STORE), e.g. postgresql+psycopg://user@host/db; "
-             "default: SQLite at ROOT/seqline.db.")] = DEFAULT_STORE,
+        envvar=STORE_VARIABLE, help="Run store URL, e.g. postgresql+psycopg://user@host/db; "
+                                    "default: SQLite at ROOT/seqline.db.")] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id; default: time + random.")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Parallel workers.")] = 2,
     window: Annotated[int | None, typer.Option(

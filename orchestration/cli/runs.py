@@ -30,7 +30,7 @@ from seqline.orchestration.cli.options import (
     opened,
     print_json,
 )
-from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.environment import DEFAULT_ROOT
 from seqline.orchestration.store.statuses import RunStatus
 from seqline.pipeline.errors import RunNotFound, SeqlineError
 
@@ -57,8 +57,8 @@ def runs_main() -> None:
 
 @runs_app.command("list")
 def list_command(
-    root: RootUrl = str(DEFAULT_ROOT),
-    store: Store = DEFAULT_STORE,
+    root: RootUrl = DEFAULT_ROOT,
+    store: Store = None,
     pipeline: Annotated[str | None, typer.Option(help="Only this pipeline's runs.")] = None,
     status: Annotated[RunStatus | None, typer.Option(help="Only runs in this status.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
@@ -79,8 +79,8 @@ def list_command(
 @runs_app.command("show")
 def show_command(
     run_id: Annotated[str, typer.Argument(help="The run's id (see `seqline runs list`).")],
-    root: RootUrl = str(DEFAULT_ROOT),
-    store: Store = DEFAULT_STORE,
+    root: RootUrl = DEFAULT_ROOT,
+    store: Store = None,
     wide: Wide = False,
     as_json: AsJson = False,
     events: Annotated[bool, typer.Option(
@@ -114,7 +114,7 @@ def show_command(
 @runs_app.command("logs")
 def logs_command(
     run_id: Annotated[str, typer.Argument(help="The run's id (see `seqline runs list`).")],
-    root: RootUrl = str(DEFAULT_ROOT),
+    root: RootUrl = DEFAULT_ROOT,
     stage: Annotated[str | None, typer.Option(
         help="Only this stage's lines (`-`: the run's own, of no stage).")] = None,
     level: Annotated[LogLevel | None, typer.Option(

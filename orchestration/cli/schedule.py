@@ -25,7 +25,7 @@ from seqline.orchestration.cli.options import (
     print_json,
     say,
 )
-from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.environment import DEFAULT_ROOT
 from seqline.pipeline.errors import SeqlineError
 
 __all__ = ["schedule_app"]
@@ -81,8 +81,8 @@ def add_command(
     start: Annotated[str | None, typer.Option(
         help="No fire time before this ISO time (no offset: in --tz).")] = None,
     end: Annotated[str | None, typer.Option(help="No fire time after this ISO time.")] = None,
-    root: RootUrl = str(DEFAULT_ROOT),
-    store: Store = DEFAULT_STORE,
+    root: RootUrl = DEFAULT_ROOT,
+    store: Store = None,
 ) -> None:
     """Add a schedule: PIPELINE runs at each fire time of --cron in --tz."""
     # Here, not at the top: the schedule and store modules load SQLAlchemy, which
@@ -105,7 +105,7 @@ def add_command(
 
 
 @schedule_app.command("list")
-def list_command(root: RootUrl = str(DEFAULT_ROOT), store: Store = DEFAULT_STORE,
+def list_command(root: RootUrl = DEFAULT_ROOT, store: Store = None,
                  wide: Wide = False, as_json: AsJson = False) -> None:
     """List the schedules with their next fire time."""
     from seqline.orchestration.schedule.listing import schedule_summary
@@ -127,8 +127,8 @@ def show_command(
                                                                   "times to list.")] = 5,
     ticks: Annotated[int, typer.Option(min=1, help="At most this many ticks, newest "
                                                    "first.")] = 50,
-    root: RootUrl = str(DEFAULT_ROOT),
-    store: Store = DEFAULT_STORE,
+    root: RootUrl = DEFAULT_ROOT,
+    store: Store = None,
     wide: Wide = False,
     as_json: AsJson = False,
 ) -> None:
@@ -147,15 +147,15 @@ def show_command(
 
 
 @schedule_app.command("pause")
-def pause_command(name: Name, root: RootUrl = str(DEFAULT_ROOT),
-                  store: Store = DEFAULT_STORE) -> None:
+def pause_command(name: Name, root: RootUrl = DEFAULT_ROOT,
+                  store: Store = None) -> None:
     """Pause a schedule: no tick is recorded until it is resumed (runs going go on)."""
     _set_paused(name, True, root, store)
 
 
 @schedule_app.command("resume")
-def resume_command(name: Name, root: RootUrl = str(DEFAULT_ROOT),
-                   store: Store = DEFAULT_STORE) -> None:
+def resume_command(name: Name, root: RootUrl = DEFAULT_ROOT,
+                   store: Store = None) -> None:
     """Resume a schedule: it fires from now on (the paused time is not caught up)."""
     _set_paused(name, False, root, store)
 
@@ -170,8 +170,8 @@ def _set_paused(name: str, paused: bool, root: str, store: str | None) -> None:
 
 
 @schedule_app.command("remove")
-def remove_command(name: Name, root: RootUrl = str(DEFAULT_ROOT),
-                   store: Store = DEFAULT_STORE) -> None:
+def remove_command(name: Name, root: RootUrl = DEFAULT_ROOT,
+                   store: Store = None) -> None:
     """Remove a schedule and its ticks; its runs stay in the run store."""
     with opened(root, store) as runs:
         runs.schedules.get_schedule(name)
@@ -183,8 +183,8 @@ def remove_command(name: Name, root: RootUrl = str(DEFAULT_ROOT),
 def export_command(
     name: Name,
     to: Annotated[Target, typer.Option("--to", help="The orchestrator.")] = Target.airflow,
-    root: RootUrl = str(DEFAULT_ROOT),
-    store: Store = DEFAULT_STORE,
+    root: RootUrl = DEFAULT_ROOT,
+    store: Store = None,
 ) -> None:
     """Print the schedule as an Airflow DAG file (same cron, zone, catch-up; one run at a time)."""
     from seqline.orchestration.schedule.airflow import airflow_dag

@@ -24,7 +24,7 @@ from seqline.orchestration.cli.options import (
     print_json,
     shown_url,
 )
-from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.environment import DEFAULT_ROOT
 from seqline.orchestration.store.statuses import RunStatus, TickStatus
 from seqline.pipeline.errors import SeqlineError
 
@@ -62,8 +62,8 @@ def _write(line: str) -> None:
 
 
 def scheduler(
-    root: RootUrl = str(DEFAULT_ROOT),
-    store: Store = DEFAULT_STORE,
+    root: RootUrl = DEFAULT_ROOT,
+    store: Store = None,
     logs: Logs = None,
     interval: Annotated[float, typer.Option(
         min=0.1, help="Seconds between looks at the schedules.")] = 1.0,
@@ -121,8 +121,8 @@ def backfill(
     end: Annotated[str, typer.Option("--to", help="Last time of the range (ISO).")],
     max_active: Annotated[int, typer.Option(min=1, help="At most this many runs at once.")]
         = 1,
-    root: RootUrl = str(DEFAULT_ROOT),
-    store: Store = DEFAULT_STORE,
+    root: RootUrl = DEFAULT_ROOT,
+    store: Store = None,
     logs: Logs = None,
     wide: Wide = False,
     as_json: AsJson = False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from seqline.orchestration.cli.options import RootUrl, Store, fail, opened, say
-from seqline.orchestration.environment import DEFAULT_ROOT, DEFAULT_STORE
+from seqline.orchestration.environment import DEFAULT_ROOT
 from seqline.pipeline.errors import SeqlineError
 
 __all__ = ["store_app"]
@@ -20,8 +20,8 @@ def store_main() -> None:
 
 
 @store_app.command("rebuild")
-def rebuild_command(root: RootUrl = str(DEFAULT_ROOT),
-                    store: Store = DEFAULT_STORE) -> None:
+def rebuild_command(root: RootUrl = DEFAULT_ROOT,
+                    store: Store = None) -> None:
     """Recreate the store's rows from ROOT/runs/*/run.json and the stage manifests."""
     from seqline.pipeline.storage import open_root  # fsspec: loaded when the command runs
 

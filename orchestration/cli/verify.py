@@ -24,7 +24,7 @@ from seqline.orchestration.cli.options import (
     no_run,
     print_json,
 )
-from seqline.orchestration.environment import DEFAULT_ROOT
+from seqline.orchestration.environment import DEFAULT_ROOT, ROOT_VARIABLE
 from seqline.pipeline.errors import ConfigError, RunNotFound
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ __all__ = ["print_checks", "print_problems", "verify"]
 
 def verify(
     run_id: Annotated[str, typer.Argument(help="The run to check.")],
-    root: Annotated[str, typer.Option(help=ROOT_HELP)] = str(DEFAULT_ROOT),
+    root: Annotated[str, typer.Option(envvar=ROOT_VARIABLE, help=ROOT_HELP)] = DEFAULT_ROOT,
     as_json: AsJson = False,
     wide: Wide = False,
 ) -> None:

@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
+from tests import commands
 from tests.conftest import REPO, USERFNS
 
 EXE = str(Path(sys.executable).parent / "seqline")
@@ -51,6 +52,7 @@ BAD_FEATURES = '''\
 import pyarrow.compute as pc
 
 from features import add_columns as good
+from tests import commands
 
 
 def add_columns(batch):
@@ -72,7 +74,7 @@ def show(page, url: str, width: int, scheme: str) -> None:
 
 def seqline(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the real CLI; fail the test with its stderr if it fails."""
-    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=timeout)
+    return commands.seqline(*args, timeout=timeout)
 
 
 def free_port() -> int:

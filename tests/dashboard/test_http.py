@@ -13,6 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import commands
 from tests.dashboard.conftest import EXE, XSS, Server, seqline
 
 pytestmark = pytest.mark.e2e
@@ -70,8 +71,8 @@ def test_markup_in_names_and_dead_letters_is_escaped(server):
 
 
 def test_a_tokenless_non_loopback_bind_exits_2(root):
-    done = subprocess.run([EXE, "dashboard", "--root", str(root), "--host", "0.0.0.0",
-                           "--port", "0"], capture_output=True, text=True, timeout=60)
+    done = commands.seqline("dashboard", "--root", str(root), "--host", "0.0.0.0", "--port", "0",
+                            timeout=60)
     assert done.returncode == 2
     assert "--token-file" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 

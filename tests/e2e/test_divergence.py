@@ -6,8 +6,6 @@ from __future__ import annotations
 import csv
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,12 +13,12 @@ import httpx
 import pytest
 
 from seqline.orchestration.divergence import first_batch, first_divergences
+from tests import commands
 from tests.conftest import REPO
 from tests.dashboard.conftest import Server
 
 pytestmark = pytest.mark.e2e
 
-EXE = str(Path(sys.executable).parent / "seqline")
 DEMO = REPO / "data" / "seattle_weather"
 RAIN_AT = 5.0  # run b's threshold: days with 0 < precipitation <= 5 mm flip to "no rain"
 FEATURES = '''\
@@ -52,9 +50,8 @@ def root(tmp_path_factory) -> Path:
     for pipeline, run_id in (("a", "a"), ("b", "b"), ("a", "a2"), ("a", "c")):
         if run_id == "c":
             (folder / "features.py").write_text(FEATURES + "# the same, said again\n")
-        done = subprocess.run([EXE, "-q", "run", str(folder / f"{pipeline}.yaml"), "--root",
-                               str(folder / "root"), "--run-id", run_id],
-                              capture_output=True, text=True, timeout=300)
+        done = commands.seqline("-q", "run", str(folder / f"{pipeline}.yaml"), "--root",
+                                str(folder / "root"), "--run-id", run_id)
         assert done.returncode == 0, done.stderr
     return folder / "root"
 

@@ -7,20 +7,19 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import commands
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.e2e
 
-EXE = str(Path(sys.executable).parent / "seqline")
 
 
 def _seqline(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXE, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return commands.seqline(*args, cwd=cwd)
 
 
 def _state(folder: Path) -> tuple[list[str], list[int]]:

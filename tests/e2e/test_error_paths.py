@@ -8,7 +8,6 @@ import re
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 
 from seqline.orchestration.cli import app
 from seqline.orchestration.store import RunStore
+from tests import commands
 from tests.conftest import USERFNS
 from tests.e2e.test_cli import GOOD
 
@@ -123,8 +123,7 @@ def folder(tmp_path, monkeypatch):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "seqline.orchestration.cli", *args],
-                          capture_output=True, text=True, check=False)
+    return commands.seqline(*args)
 
 
 def _prepare(folder: Path, text: str | None, files: dict[str, str]) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import commands
 from tests.s3 import s3_root, s3_server  # noqa: F401  (fixtures)
 from tests.scheduling import quick_project
 
@@ -25,8 +26,7 @@ NO_STORE = (r"^error: no run store at {where}; run `seqline run` with this --roo
 
 
 def _seqline(folder: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([EXE, *args], cwd=folder, capture_output=True, text=True,
-                          timeout=timeout)
+    return commands.seqline(*args, cwd=folder, timeout=timeout)
 
 
 def _listing(folder: Path) -> list[str]:

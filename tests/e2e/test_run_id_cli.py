@@ -8,16 +8,15 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import commands
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.e2e
 
-EXE = str(Path(sys.executable).parent / "seqline")
 EXAMPLE = REPO / "docs" / "examples" / "readings"
 PIPELINE = "docs/examples/readings/data-only.yaml"
 RULE = r"run id {shown} is not a name; use letters, digits, '\.', '_' and '-' \(at most 128"
@@ -29,7 +28,7 @@ IDS = [repr(b[0]) for b in BAD]
 
 
 def _seqline(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXE, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return commands.seqline(*args, cwd=cwd)
 
 
 def _listing(folder: Path) -> list[str]:

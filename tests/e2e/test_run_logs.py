@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import commands
 from tests.conftest import USERFNS
 from tests.dashboard.conftest import SLOW, Server
 
@@ -47,7 +48,7 @@ stages:
 
 
 def seqline(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+    return commands.seqline(*args, cwd=cwd)
 
 
 def pasted(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:

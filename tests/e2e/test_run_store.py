@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import commands
 from tests.conftest import USERFNS
 
 SLOW = """\
@@ -37,8 +38,7 @@ def folder(tmp_path):
 
 
 def _seqline(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([EXE, *args, "--root", str(folder / "root")], capture_output=True,
-                          text=True, timeout=300)
+    return commands.seqline(*args, "--root", str(folder / "root"))
 
 
 def _show(folder: Path, run_id: str) -> dict:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import commands
 from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
@@ -29,8 +30,7 @@ def folder(tmp_path):
 
 
 def _seqline(folder: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([EXE, *args, "--root", str(folder / "root")], capture_output=True,
-                          text=True, timeout=timeout, cwd=folder)
+    return commands.seqline(*args, "--root", str(folder / "root"), cwd=folder, timeout=timeout)
 
 
 def _json(folder: Path, *args: str):

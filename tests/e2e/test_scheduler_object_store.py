@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,11 +20,11 @@ from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
 from seqline.orchestration.store import RunStore
 from seqline.orchestration.store.engine import store_url
 from seqline.pipeline.storage import open_root, slug
+from tests import commands
 from tests.s3 import s3_root, s3_server  # noqa: F401  (fixtures)
 from tests.scheduling import Clock, quick_project
 
 pytestmark = pytest.mark.e2e
-EXE = str(Path(sys.executable).parent / "seqline")
 
 
 @pytest.fixture
@@ -36,8 +35,7 @@ def folder(tmp_path, monkeypatch):
 
 
 def _seqline(folder: Path, root: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([EXE, *args, "--root", root], capture_output=True, text=True,
-                          timeout=300, cwd=folder)
+    return commands.seqline(*args, "--root", root, cwd=folder)
 
 
 def _exited(launcher: ProcessLauncher, timeout: float = 180) -> dict[str, int]:

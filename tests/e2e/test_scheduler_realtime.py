@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import commands
 from tests.conftest import USERFNS
 from tests.readers import read_json
 
@@ -28,8 +29,7 @@ stages:
 
 
 def _seqline(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([EXE, *args, "--root", str(folder / "root")], capture_output=True,
-                          text=True, timeout=120, cwd=folder)
+    return commands.seqline(*args, "--root", str(folder / "root"), cwd=folder, timeout=120)
 
 
 def _json(folder: Path, *args: str):

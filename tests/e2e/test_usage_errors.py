@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests import commands
+
 pytestmark = pytest.mark.e2e
 
-EXE = str(Path(sys.executable).parent / "seqline")
 
 CASES = [
     (["run", "x.yaml", "--runner", "nosuch"],
@@ -26,8 +24,7 @@ CASES = [
 
 @pytest.mark.parametrize(("args", "line"), CASES, ids=[" ".join(c[0]) for c in CASES])
 def test_a_usage_error_is_one_line_exit_2(tmp_path, args, line):
-    done = subprocess.run([EXE, *args], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+    done = commands.seqline(*args, cwd=tmp_path, timeout=120)
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and re.search(line, lines[0]), done.stderr
@@ -35,5 +32,5 @@ def test_a_usage_error_is_one_line_exit_2(tmp_path, args, line):
 
 
 def test_no_command_prints_the_help():
-    done = subprocess.run([EXE], capture_output=True, text=True, timeout=120)
+    done = commands.seqline(timeout=120)
     assert "Usage: seqline" in done.stderr and "Commands" in done.stderr  # (as click does)
