@@ -99,7 +99,7 @@ def charge(tests: list[Test], processes: list[Process]) -> dict[str, float]:
         while parent is not None and parent.pid not in on_worker:
             top, parent = parent, _parent(parent, by_pid)
         running = [t for t in (on_worker[parent.pid] if parent else tests)
-                   if t.t0 - 1 <= top.start <= t.t1 + 1]
+                   if t.t0 - 1 <= p.start <= t.t1 + 1]
         if parent is None and top.ppid not in (0, 1):  # another job's: not a daemon of ours
             running = []
         for t in running:

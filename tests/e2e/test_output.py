@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import commands
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.e2e
@@ -31,8 +32,7 @@ def _seqline(folder: Path, *args: str, **env: str) -> subprocess.CompletedProces
     environment = {k: v for k, v in os.environ.items()
                    if k not in ("TF_CPP_MIN_LOG_LEVEL", "FORCE_COLOR", "NO_COLOR")}
     environment.update(COLUMNS="40", TERM="xterm-256color", **env)
-    return subprocess.run([*SEQLINE, *args], cwd=folder, env=environment, capture_output=True,
-                          text=True, check=False)
+    return commands.seqline(*args, cwd=folder, env=environment, timeout=600)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ commands speak in one voice: `error: <what>; <how to fix>`."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -166,3 +167,21 @@ def test_dashboard_port_0_prints_the_port_it_listens_on(project):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_root_and_the_store_come_from_the_environment_unless_given(project):
+    """$SEQLINE_ROOT and $SEQLINE_STORE are read as a command is parsed (a process that set
+    them after importing the CLI is heard); an option given wins, an empty one is unset."""
+    def run_ids(*args: str, **env: str) -> list[str] | int:
+        done = commands.seqline("runs", "list", "--json", *args, cwd=project,
+                                env={**os.environ, **env})
+        return [r["run_id"] for r in json.loads(done.stdout)] if done.returncode == 0 \
+            else done.returncode
+
+    assert run_ids(SEQLINE_ROOT="root") == ["r1"]
+    assert run_ids("--root", "nope", SEQLINE_ROOT="root") == 2
+    assert run_ids(SEQLINE_ROOT="root", SEQLINE_STORE="") == ["r1"]
+    store = f"sqlite:///{project / 'root' / 'seqline.db'}"
+    assert run_ids("--root", "nope", SEQLINE_STORE=store) == ["r1"]
+    assert run_ids(SEQLINE_STORE=store) == ["r1"]  # the root: .seqline, which does not exist
+    assert not (project / ".seqline").exists()

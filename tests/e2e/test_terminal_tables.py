@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import commands
 from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
@@ -39,8 +40,8 @@ def project(tmp_path_factory) -> tuple[Path, list[str]]:
 
 
 def _piped(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXE, *args, "--root", "root"], cwd=folder, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    return commands.seqline(*args, "--root", "root", cwd=folder, timeout=120,
+                            env={**os.environ, "COLUMNS": "80"})
 
 
 def _on_a_terminal(folder: Path, columns: int, *args: str) -> str:
