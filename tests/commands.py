@@ -138,6 +138,9 @@ def _text(data: bytes) -> str:
 def serve(fd: int) -> None:
     """The forker's loop: import once, then per request fork a child that becomes `seqline
     ARGS`; say its pid, reap it, say its exit status. Ends when the test process does."""
+    # A console script's first path is its own folder; `-c` made it the working folder, from
+    # which a command (after its chdir) would import what the real one cannot.
+    sys.path[0] = str(EXE.parent)
     for name in PRELOAD:
         importlib.import_module(name)
     # A fork copies only the forking thread: a thread started by an import would be missing,
