@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from seqline.orchestration.store import RunStore
     from seqline.pipeline.storage import Folder
 
-__all__ = ["CONFIG_EXIT", "ROOT_HELP", "AsJson", "Output", "Root", "RootUrl", "RunnerName",
+__all__ = ["CONFIG_EXIT", "ROOT_HELP", "AsJson", "Output", "RootUrl", "RunnerName",
            "Store", "Wide", "fail",
            "missing_store", "no_run", "opened", "output", "print_json", "say", "shown_url",
            "unwrapped_table", "usage_line"]
@@ -55,8 +55,6 @@ class RunnerName(StrEnum):
 
 ROOT_HELP = ("Artifact root: a folder or an fsspec URL (s3://bucket/prefix; "
              "credentials from the environment, never in the URL).")
-Root = Annotated[Path, typer.Option(help="Artifact root; the store is ROOT/seqline.db unless "
-                                         "--store says otherwise.")]
 Store = Annotated[str | None, typer.Option(
     "--store", envvar=STORE_VARIABLE,
     help="Run store URL, e.g. postgresql+psycopg://user@host/db (default: SQLite under --root).")]
