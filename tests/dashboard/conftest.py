@@ -52,7 +52,6 @@ BAD_FEATURES = '''\
 import pyarrow.compute as pc
 
 from features import add_columns as good
-from tests import commands
 
 
 def add_columns(batch):

@@ -21,6 +21,10 @@ def project(tmp_path_factory) -> Path:
     done = commands.seqline("run", "quick.yaml", "--root", "root", "--run-id", "r1",
                             "--no-verify", cwd=folder)
     assert done.returncode == 0, done.stderr
+    # a function the console script cannot import (the tests' package is not on its path)
+    (folder / "elsewhere.yaml").write_text(
+        "name: p\nstages:\n  - {name: f, component: preprocess, params: "
+        "{fn: 'tests.commands:seqline'}}\n")
     return folder
 
 
@@ -31,6 +35,7 @@ CASES = [
     ["runs", "show", "nope", "--root", "root"],  # exit 2, one line
     ["runs", "list", "--root", "nowhere"],  # exit 2: no store, and none made
     ["run", "missing.yaml", "--root", "root"],  # exit 2 before anything runs
+    ["run", "elsewhere.yaml", "--root", "root"],  # exit 2: no such module on its path
     ["verify", "r1", "--root", "root", "--json"],
     ["frobnicate"],  # a usage error
 ]
