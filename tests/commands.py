@@ -176,6 +176,8 @@ def _become(request: dict, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = [str(EXE), *request["args"]]
+        for name in [n for n in sys.modules if n == "tests" or n.startswith("tests.")]:
+            del sys.modules[name]  # this module's package, which a console script has not
         from seqline.orchestration.cli import main_command
 
         main_command()

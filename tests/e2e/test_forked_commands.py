@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests import commands
+from tests.conftest import REPO
 from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
@@ -21,10 +22,14 @@ def project(tmp_path_factory) -> Path:
     done = commands.seqline("run", "quick.yaml", "--root", "root", "--run-id", "r1",
                             "--no-verify", cwd=folder)
     assert done.returncode == 0, done.stderr
-    # a function the console script cannot import (the tests' package is not on its path)
+    # a function whose module imports what the console script's workers cannot import, even
+    # run from the repository's folder: the tests' package
+    (folder / "uses_tests.py").write_text("import tests.commands\n\n\ndef f(batch):\n"
+                                          "    return batch\n")
     (folder / "elsewhere.yaml").write_text(
-        "name: p\nstages:\n  - {name: f, component: preprocess, params: "
-        "{fn: 'tests.commands:seqline'}}\n")
+        "name: p\nstages:\n  - {name: read, component: ingest, params: {format: csv, paths: "
+        "[in.csv]}}\n  - {name: f, component: preprocess, params: {fn: 'uses_tests:f'}}\n")
+    (folder / "in.csv").write_text("x\n1\n2\n")
     return folder
 
 
@@ -35,7 +40,6 @@ CASES = [
     ["runs", "show", "nope", "--root", "root"],  # exit 2, one line
     ["runs", "list", "--root", "nowhere"],  # exit 2: no store, and none made
     ["run", "missing.yaml", "--root", "root"],  # exit 2 before anything runs
-    ["run", "elsewhere.yaml", "--root", "root"],  # exit 2: no such module on its path
     ["verify", "r1", "--root", "root", "--json"],
     ["frobnicate"],  # a usage error
 ]
@@ -50,6 +54,18 @@ def test_a_forked_command_answers_as_the_console_script(project, args):
     assert (forked.returncode, forked.stdout, forked.stderr) == \
         (real.returncode, real.stdout, real.stderr)
     assert forked.args == real.args
+
+
+def test_a_forked_command_imports_only_what_the_console_script_can(project):
+    """From the repository's folder too: a console script's first path is its own folder,
+    not the working one (where `tests` is)."""
+    args = ["run", str(project / "elsewhere.yaml"), "--root", str(project / "root"),
+            "--no-cache"]
+    real = subprocess.run([str(commands.EXE), *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    forked = commands.seqline(*args, cwd=REPO, timeout=120)
+    assert real.returncode == 2 and "No module named 'tests" in real.stderr, real.stderr
+    assert (forked.returncode, forked.stderr) == (real.returncode, real.stderr)
 
 
 def test_a_forked_command_past_its_timeout_is_killed(project):
