@@ -35,7 +35,7 @@ from pathlib import Path
 
 __all__ = ["EXE", "seqline"]
 
-EXE = Path(sys.executable).with_name("seqline")
+EXE = str(Path(sys.executable).parent / "seqline")  # the console script
 REPO = Path(__file__).resolve().parents[1]
 
 # What `seqline run` of a small local pipeline imports (not TensorFlow, Beam or Ray, which
@@ -101,9 +101,9 @@ class _Forker:
         except subprocess.TimeoutExpired:
             os.kill(pid, signal.SIGKILL)
             json.loads(self.socket.recv(4096))  # its status, once the forker reaped it
-            raise subprocess.TimeoutExpired([str(EXE), *args], timeout) from None
+            raise subprocess.TimeoutExpired([EXE, *args], timeout) from None
         status = json.loads(self.socket.recv(4096))["status"]
-        return subprocess.CompletedProcess([str(EXE), *args], status, _text(out), _text(err))
+        return subprocess.CompletedProcess([EXE, *args], status, _text(out), _text(err))
 
 
 def _read_both(out_fd: int, err_fd: int, deadline: float) -> tuple[bytes, bytes]:
@@ -140,7 +140,7 @@ def serve(fd: int) -> None:
     ARGS`; say its pid, reap it, say its exit status. Ends when the test process does."""
     # A console script's first path is its own folder; `-c` made it the working folder, from
     # which a command (after its chdir) would import what the real one cannot.
-    sys.path[0] = str(EXE.parent)
+    sys.path[0] = os.path.dirname(EXE)
     for name in PRELOAD:
         importlib.import_module(name)
     # A fork copies only the forking thread: a thread started by an import would be missing,
@@ -175,7 +175,7 @@ def _become(request: dict, fds: list[int]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        sys.argv = [str(EXE), *request["args"]]
+        sys.argv = [EXE, *request["args"]]
         for name in [n for n in sys.modules if n == "tests" or n.startswith("tests.")]:
             del sys.modules[name]  # this module's package, which a console script has not
         from seqline.orchestration.cli import main_command

@@ -6,7 +6,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +15,9 @@ import httpx
 import pytest
 
 from tests import commands
+from tests.commands import EXE
 from tests.conftest import REPO, USERFNS
 
-EXE = str(Path(sys.executable).parent / "seqline")
 CHROMIUM = os.environ.get("SEQLINE_CHROMIUM", "/usr/lib/chromium/chromium")
 DEMO = REPO / "data" / "seattle_weather"
 

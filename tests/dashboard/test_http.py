@@ -14,7 +14,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import commands
-from tests.dashboard.conftest import EXE, XSS, Server, seqline
+from tests.commands import EXE
+from tests.dashboard.conftest import XSS, Server, seqline
 
 pytestmark = pytest.mark.e2e
 

@@ -48,7 +48,7 @@ CASES = [
 @pytest.mark.parametrize("args", CASES, ids=[" ".join(a[:3]) for a in CASES])
 def test_a_forked_command_answers_as_the_console_script(project, args):
     env = {**os.environ, "COLUMNS": "80", "SEQLINE_ROOT": "root"}
-    real = subprocess.run([str(commands.EXE), *args], cwd=project, env=env,
+    real = subprocess.run([commands.EXE, *args], cwd=project, env=env,
                           capture_output=True, text=True, timeout=120)
     forked = commands.seqline(*args, cwd=project, env=env, timeout=120)
     assert (forked.returncode, forked.stdout, forked.stderr) == \
@@ -61,7 +61,7 @@ def test_a_forked_command_imports_only_what_the_console_script_can(project):
     not the working one (where `tests` is)."""
     args = ["run", str(project / "elsewhere.yaml"), "--root", str(project / "root"),
             "--no-cache"]
-    real = subprocess.run([str(commands.EXE), *args], cwd=REPO, capture_output=True,
+    real = subprocess.run([commands.EXE, *args], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     forked = commands.seqline(*args, cwd=REPO, timeout=120)
     assert real.returncode == 2 and "No module named 'tests" in real.stderr, real.stderr

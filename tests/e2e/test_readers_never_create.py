@@ -10,18 +10,17 @@ import os
 import re
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests import commands
+from tests.commands import EXE
 from tests.s3 import s3_root, s3_server  # noqa: F401  (fixtures)
 from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
 
-EXE = str(Path(sys.executable).parent / "seqline")
 NO_STORE = (r"^error: no run store at {where}; run `seqline run` with this --root first, or "
             r"pass the --root \(or --store\) of an existing one$")
 

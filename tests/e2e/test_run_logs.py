@@ -18,13 +18,13 @@ import httpx
 import pytest
 
 from tests import commands
+from tests.commands import EXE
 from tests.conftest import USERFNS
 from tests.dashboard.conftest import SLOW, Server
 
 pytestmark = pytest.mark.e2e
 
 BIN = Path(sys.executable).parent
-EXE = str(BIN / "seqline")
 
 # A preprocess function that fails on seq 7 while the file `broken` is beside it: the run
 # fails in a worker; removed, the same run resumes and succeeds.

@@ -7,13 +7,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests import commands
+from tests.commands import EXE
 from tests.conftest import USERFNS
 
 SLOW = """\
@@ -25,7 +25,6 @@ stages:
 """
 QUICK = SLOW.replace("base_ms: 1000", "base_ms: 1")
 
-EXE = str(Path(sys.executable).parent / "seqline")
 
 
 @pytest.fixture

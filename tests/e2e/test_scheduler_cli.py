@@ -9,17 +9,16 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests import commands
+from tests.commands import EXE
 from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
-EXE = str(Path(sys.executable).parent / "seqline")
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$")
 
 

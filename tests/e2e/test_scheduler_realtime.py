@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -12,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests import commands
+from tests.commands import EXE
 from tests.conftest import USERFNS
 from tests.readers import read_json
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-EXE = str(Path(sys.executable).parent / "seqline")
 # 14 one-row blocks of 5 s each on one worker: a run takes about 72 s, so it outlasts the
 # minute to the next tick (skipped) but not two (the one after runs).
 SLOW = """\

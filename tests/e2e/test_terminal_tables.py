@@ -9,18 +9,17 @@ import os
 import pty
 import re
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from tests import commands
+from tests.commands import EXE
 from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
 
-EXE = str(Path(sys.executable).parent / "seqline")
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 LONG_RUN = "nightly-weather-backfill-20261123T020000Z"  # as long as a backfill's ids get
 SCHEDULE = "nightly-weather-model"
