@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from typing import Any, Literal
 
+import seqline
 from seqline.orchestration.cache import cache_hits, cache_parts, intact_committed, key_of
 from seqline.orchestration.key_changes import changes
 from seqline.orchestration.preflight import check_before_work
@@ -141,7 +141,7 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
     """
     folder = run_dir(root, run_id)
     _check_run_id(folder, run_id, options.resume, store)
-    parts = cache_parts(spec, components, seqline_version=version("seqline"),
+    parts = cache_parts(spec, components, seqline_version=seqline.__version__,
                         inputs=_files_of(components), root=root)
     keys = {name: key_of(p) for name, p in parts.items()}
     kept, damaged = intact_committed(spec, folder, store) if options.resume else ({}, {})

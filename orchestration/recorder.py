@@ -75,8 +75,10 @@ class RunRecorder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unrecorded: list[tuple[str, str]] = []  # (what, the store's error)
-        # A resumed run's stages have attempts already: a stage run again is the next one.
-        self._attempts = {s["name"]: s["attempts"] for s in store.show_run(self.run_id)["stages"]}
+        # A resumed run's stages have attempts already: a stage run again is the next one (a
+        # new run's row was just made: it has none).
+        self._attempts = {s["name"]: s["attempts"] for s in store.show_run(self.run_id)["stages"]
+                          } if plan.options.resume else {}
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, COALESCED):

@@ -61,9 +61,15 @@ def __getattr__(name: str) -> Any:
     if name == "__version__":
         # One source: the installed package's metadata, read when asked for (importing
         # importlib.metadata at the top would cost every `seqline` command about 50 ms).
-        from importlib.metadata import version
+        # Kept once read: a run asks twice (its cache keys, its row in the store).
+        from importlib.metadata import PackageNotFoundError, version
 
-        return version("seqline")
+        try:
+            found: str | None = version("seqline")
+        except PackageNotFoundError:  # a source tree on the path, not installed
+            found = None
+        globals()["__version__"] = found
+        return found
     if name not in _HOMES:
         raise AttributeError(f"module 'seqline' has no attribute {name!r}")
     return getattr(importlib.import_module(_HOMES[name]), name)

@@ -4,12 +4,12 @@ epochs and evaluation. The run path writes through these (the recorder, from the
 from __future__ import annotations
 
 import os
-from importlib import metadata as package_metadata
 from typing import Any
 
 from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+import seqline
 from seqline.orchestration.store.engine import writing
 from seqline.orchestration.store.errors import RunIdTaken, RunNotFound
 from seqline.orchestration.store.liveness import HOST, STALE_AFTER_S, reap
@@ -31,13 +31,6 @@ from seqline.orchestration.store.tables import (
 from seqline.pipeline.errors import ConfigError, InternalError
 
 __all__ = ["RunWriter"]
-
-
-def _version() -> str | None:
-    try:
-        return package_metadata.version("seqline")
-    except package_metadata.PackageNotFoundError:  # running from a source tree, not installed
-        return None
 
 
 def _expect(value: str | None, allowed: tuple[str, ...], what: str) -> None:
@@ -87,7 +80,7 @@ class RunWriter:
                     pipeline_id=pipeline_id(conn, pipeline, pipeline_file, fingerprint),
                     status=status, runner=runner, options=options, trigger=trigger,
                     started=started, heartbeat=started, host=HOST, pid=os.getpid(),
-                    seqline_version=_version()))
+                    seqline_version=seqline.__version__))
         except IntegrityError as exc:
             if self._known(run_id):  # the unique key, not another constraint, refused it
                 raise RunIdTaken(
