@@ -18,7 +18,7 @@ from seqline.orchestration.events import (
     WaitEnded,
     WaitStarted,
 )
-from seqline.orchestration.line import Belt
+from seqline.orchestration.line import Belt, Stopped
 from seqline.orchestration.plan import Step
 from seqline.orchestration.shard_reads import read_back
 from seqline.orchestration.stage_output import StageOutput, manifest_of
@@ -151,6 +151,7 @@ def _commit(step: Step, stage: StageSpec[Any], run: RunContext, artifact: StageA
             seconds: float, started: float, waited_input: float, waited_output: float,
             stored: dict[str, Any], feed: ShardFeed | None) -> Folder:
     """Write the manifest last (the commit), then say so."""
+    _upstream_committed(step, run)
     peak, retries = run.tally.peak(stage.name), run.tally.retries(stage.name)
     stored = {**stored, **_files_read(stage, run)}
     manifest = manifest_of(stage, step.source, run.runner, counts, blocks, seq_min, seq_max,
@@ -163,6 +164,18 @@ def _commit(step: Step, stage: StageSpec[Any], run: RunContext, artifact: StageA
         seconds=seconds, waited_input=waited_input, waited_output=waited_output,
         max_in_flight=peak, block_retries=retries, path=path, manifest=manifest))
     return path
+
+
+def _upstream_committed(step: Step, run: RunContext) -> None:
+    """A stage fed block by block commits only once the stage feeding it has: that one can
+    still fail after its last block (its error budget is judged at its end, its own commit can
+    fail), and nothing made from its records may outlive it. If it failed, this stage stops."""
+    if step.source is None or (step.takes != "belt" and not step.fused_after):
+        return
+    try:
+        run.line.committed(step.source)
+    except BaseException as exc:
+        raise Stopped(f"stage {step.stage!r}: upstream {step.source!r} did not commit") from exc
 
 
 def _files_read(stage: StageSpec[Any], run: RunContext) -> dict[str, Any]:

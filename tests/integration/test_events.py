@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import threading
+import time
 from collections import defaultdict
 
 import pytest
@@ -26,6 +27,7 @@ from seqline.orchestration.events import (
     StageSkipped,
     StageStarted,
 )
+from seqline.orchestration.stage_output import StageOutput
 from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.errors import Cancelled, StageError
 from tests.conftest import USERFNS
@@ -208,3 +210,39 @@ def test_a_cached_run_reuses_every_stage_and_runs_nothing(tmp_path, runner, requ
     assert [r.status for r in result.stages] == ["cached"] * 4
     assert result.plan is not None
     assert result.plan.summary() == f"0 of 4 stages on {runner}; 4 reused from run first"
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_a_stage_fed_by_one_that_fails_after_its_last_block_commits_nothing(
+        tmp_path, runner, request, monkeypatch):
+    """`read` fails at its end (2 bad records of 400, over its budget of 0.1 %), after it
+    passed its last block on: `write`, which got them all, must not commit (it did, whenever
+    it got there first). The second it waits here is when it used to."""
+    if runner == "ray":
+        request.getfixturevalue("ray_session")
+    _folder(tmp_path)
+    lines = [f"{i}\n" for i in range(ROWS)]
+    lines[100], lines[300] = "one hundred\n", "three hundred\n"
+    (tmp_path / "in.csv").write_text("x\n" + "".join(lines))
+    text = (tmp_path / "p.yaml").read_text().replace(
+        "name: evented\n", "name: evented\nerrors: {max_fraction: 0.001}\n").replace(
+        "block_records: 40", "block_records: 40, schema: {x: int64}")
+    (tmp_path / "p.yaml").write_text(text)
+    spec = load_pipeline(tmp_path / "p.yaml", COMPONENTS)
+    finish = StageOutput.finish
+
+    def late(self, counts):
+        if self.stage.name == "read":
+            time.sleep(1.0)
+        return finish(self, counts)
+
+    monkeypatch.setattr(StageOutput, "finish", late)
+    story = Story()
+    with pytest.raises(StageError, match="exceeded its error budget: 2 of 400"):
+        _run(spec, tmp_path, "over", story, runner)
+    _well_formed(story, ["read", "write", "features", "again"], "failed")
+    ended = story.ended()
+    assert isinstance(ended["read"], StageFailed)
+    assert {type(ended[s]) for s in ("write", "features", "again")} == {StageSkipped}
+    assert ended["write"].reason == "not run: upstream `read` failed"
+    assert not list((tmp_path / "root" / "runs" / "over").glob("*/manifest.json"))
