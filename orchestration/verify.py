@@ -75,7 +75,8 @@ def verify_run(root: Folder | str, run_id: str, reads: ShardReads | None = None
     try:
         # every stage's shards are read ahead, in pipeline order, while earlier stages are
         # checked; each stage then takes its shards' results in manifest order
-        stages = [(d, read_manifest(d)) for d in _stage_dirs(folder)]
+        record = json.loads((folder / "run.json").read_text())
+        stages = [(d, read_manifest(d)) for d in _stage_dirs(folder, record)]
         shard_reads = [_read_shards(pool, d, m, reads) for d, m in stages]
         for (stage_dir, manifest), stage_reads in zip(stages, shard_reads, strict=True):
             check = StageCheck(manifest["stage"], manifest["component"],
@@ -90,6 +91,7 @@ def verify_run(root: Folder | str, run_id: str, reads: ShardReads | None = None
         pool.shutdown(cancel_futures=True)
         if reads is not None:
             reads.close()
+    checks = _with_uncommitted(checks, record)
     _save_verdict(folder, checks)
     return checks
 
@@ -110,13 +112,36 @@ def _save_verdict(folder: Folder, checks: list[StageCheck]) -> None:
     write_json(folder / VERDICT, verdict(checks), sort_keys=False)
 
 
-def _stage_dirs(folder: Folder) -> list[Folder]:
-    record = json.loads((folder / "run.json").read_text())
-    names = record.get("stages")
+def _planned(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's stages in pipeline order, as run.json's plan gives them (none for a run
+    from before run.json held its plan while running)."""
+    if record.get("plan"):
+        return list(record["plan"])
+    return [{"stage": name} for name in record.get("stages") or []]
+
+
+def _stage_dirs(folder: Folder, record: dict[str, Any]) -> list[Folder]:
+    """The committed stages' folders, in pipeline order."""
+    names = [step["stage"] for step in _planned(record)]
     if names:
         return [folder / n for n in names if (folder / n / "manifest.json").exists()]
     committed = [p for p in storage_of(folder).entries(folder) if (p / "manifest.json").exists()]
-    return sorted(committed, key=lambda p: read_manifest(p)["committed_at"])
+    return sorted(committed, key=lambda p: (read_manifest(p).get("timeline") or {}).get(
+        "started", 0.0))
+
+
+def _with_uncommitted(checks: list[StageCheck], record: dict[str, Any]) -> list[StageCheck]:
+    """Every planned stage, in pipeline order: one with no committed output is a problem
+    (a run that did not succeed vouches for nothing it did not commit)."""
+    found = {c.stage: c for c in checks}
+    status = record.get("status")
+    why = {"failed": "the run failed", "cancelled": "the run was cancelled"}.get(
+        str(status), "the run has not ended (it is running, or its driver was stopped: "
+        "`seqline runs show` tells which)")
+    return [found.get(step["stage"]) or StageCheck(
+                step["stage"], step.get("component") or "-",
+                problems=[f"no committed output: {why}."])
+            for step in _planned(record)] or checks
 
 
 def _check_stage(stage_dir: Folder, m: dict[str, Any], upstream: np.ndarray | None,

@@ -282,3 +282,24 @@ def test_piped_help_is_plain_text_with_each_option_on_one_line(readings):
     run_help = _seqline(readings, "run", "--help").stdout
     assert re.search(r"^\s+--json\s+Print the run as one JSON document .* Everything else goes "
                      r"to stderr\.$", run_help, re.M), run_help
+
+
+def test_verify_of_a_failed_run_vouches_only_for_what_it_committed(readings):
+    """A failed run's verify: a row per stage in pipeline order, those without committed
+    output a problem, exit 1 (a CI job gating on it must not pass a failed run)."""
+    features = readings / "features.py"
+    features.write_text(features.read_text().replace('"humidity"', '"humidty"'))
+    made = _seqline(readings, "run", "data-only.yaml", "--root", "root", "--run-id", "f",
+                    "--one-by-one", "--no-verify")
+    assert made.returncode == 1, made.stderr
+    checked = _seqline(readings, "verify", "f", "--root", "root", "--json")
+    assert checked.returncode == 1, checked.stderr
+    verdict = _json(checked)
+    assert [(s["stage"], s["ok"]) for s in verdict["stages"]] == [
+        ("read", True), ("examples", True), ("features", False)]
+    assert verdict["stages"][2]["problems"] == ["no committed output: the run failed."]
+    assert "features: no committed output: the run failed." in checked.stderr.splitlines()
+    shown = _seqline(readings, "verify", "f", "--root", "root")
+    assert shown.returncode == 1
+    assert [row.split("│")[1].strip() for row in _table_rows(shown.stdout)
+            if row.startswith("│")] == ["read", "examples", "features"]

@@ -131,7 +131,8 @@ def test_a_worker_killed_on_every_attempt_leaves_nothing_trusted(s3_root, number
     # Abandoning the stage removed what was there, but workers still in flight may have
     # written shards since (how many is a matter of timing): no manifest lists them, and
     # resume removes the whole prefix before running the stage again (checked below).
-    assert [c.stage for c in verify_run(s3_root, "poisoned")] == ["read", "write"]
+    assert [(c.stage, c.problems) for c in verify_run(s3_root, "poisoned")] == [
+        ("read", []), ("write", []), ("features", ["no committed output: the run failed."])]
 
     # What a SIGKILLed driver leaves: a stage prefix with shards and no manifest; and in a
     # committed stage, a zombie attempt's shard that its manifest does not list.
