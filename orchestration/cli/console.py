@@ -23,7 +23,7 @@ from seqline.pipeline.errors import SeqlineError
 
 __all__ = ["UNBOUNDED_WIDTH", "Column", "console", "err", "fitted_table", "format_count",
            "format_metric", "format_rate", "format_seconds", "format_time", "one_line", "out",
-           "print_table", "stdout_to_stderr"]
+           "print_fields", "print_table", "stdout_to_stderr"]
 
 # Wide enough that no table cell is cut and no message is wrapped when the output goes to a
 # file, a pipe or a CI log: grep then finds every line whole.
@@ -39,7 +39,9 @@ def console(stderr: bool = False) -> Console:
     """
     quiet = output.quiet and not stderr
     if Console(stderr=stderr).is_terminal:
-        return Console(stderr=stderr, quiet=quiet)
+        # soft_wrap: a long message or command is one line the terminal wraps for the eye,
+        # copied whole (rich would break it with newlines); tables are fitted (print_table)
+        return Console(stderr=stderr, quiet=quiet, soft_wrap=True)
     return Console(stderr=stderr, width=UNBOUNDED_WIDTH, soft_wrap=True, no_color=True,
                    quiet=quiet)
 
@@ -169,16 +171,27 @@ def print_table(out: Console, columns: Sequence[Column], rows: Sequence[Sequence
     the terminal, the lines are printed whole and the terminal wraps them.
     """
     fit = out.width if out.is_terminal and not wide else None
-    table, hidden = fitted_table(columns, rows, fit, title=title)
+    if title and not out.is_terminal:  # its own line: rich pads a title to the table's width
+        out.print(title, markup=False, highlight=False)
+    table, hidden = fitted_table(columns, rows, fit, title=title if out.is_terminal else None)
     needed = table.__rich_measure__(out, out.options.update(width=UNBOUNDED_WIDTH)).maximum
     if needed <= out.width:
-        out.print(table)
+        out.print(table, soft_wrap=False)
     else:  # rendered at its own width (print would squeeze it into the terminal's)
         lines = out.render_lines(table, out.options.update(width=needed), new_lines=True)
-        out.print(Segments(segment for line in lines for segment in line), crop=False)
+        out.print(Segments(segment for line in lines for segment in line), crop=False,
+                  soft_wrap=False)
     if hidden:
         out.print(f"--wide adds: {', '.join(hidden)}", style="dim", highlight=False,
                   markup=False)
+
+
+def print_fields(out: Console, fields: Sequence[tuple[str, object]]) -> None:
+    """Name-value lines, the values lined up: each value whole on its line (a terminal wraps
+    a long one for the eye; it is copied, and grepped in a pipe, as one line)."""
+    width = max((len(name) for name, _ in fields), default=0) + 2
+    for name, value in fields:
+        out.print(f"{name:<{width}}{_printable(value)}", markup=False, highlight=False)
 
 
 @contextmanager

@@ -8,8 +8,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from seqline.orchestration.cli.console import (
     Column,
@@ -18,6 +16,7 @@ from seqline.orchestration.cli.console import (
     format_metric,
     format_seconds,
     format_time,
+    print_fields,
     print_table,
 )
 from seqline.orchestration.cli.options import (
@@ -101,7 +100,7 @@ def show_command(
         print_json(run)
         return
     out = console()
-    out.print(_run_grid(run))
+    print_fields(out, _run_fields(run))
     print_table(out, STAGE_COLUMNS, [_stage_row(s) for s in run["stages"]], wide=wide,
                 title="stages")
     for stage in run["stages"]:
@@ -203,15 +202,17 @@ def _run_row(r: dict[str, Any]) -> list[str]:
             format_seconds(r["seconds"]), r["runner"], r["trigger"], format_time(r["finished"])]
 
 
-def _run_grid(run: dict[str, Any]) -> Table:
-    grid = Table.grid(padding=(0, 2))
-    for name in ("run_id", "pipeline", "status", "trigger", "runner", "started", "finished",
-                 "host", "pid", "seqline_version"):
-        grid.add_row(name, Text(_text(run[name])))
-    grid.add_row("options", Text(json.dumps(run["options"], sort_keys=True)))
+def _run_fields(run: dict[str, Any]) -> list[tuple[str, object]]:
+    """The run's own figures; its error as the one line every surface shows (the traceback
+    is in `--json` and on the dashboard's stage page)."""
+    fields: list[tuple[str, object]] = [(name, _text(run[name])) for name in (
+        "run_id", "pipeline", "status", "trigger", "runner", "started", "finished")]
+    fields += [("seconds", format_seconds(run["seconds"])),
+               *((name, _text(run[name])) for name in ("host", "pid", "seqline_version"))]
+    fields.append(("options", json.dumps(run["options"], sort_keys=True)))
     if run["error"]:
-        grid.add_row("error", Text(" ".join(f"{k}={v}" for k, v in run["error"].items() if v)))
-    return grid
+        fields.append(("error", run["error"]["message"]))
+    return fields
 
 
 def _stage_row(s: dict[str, Any]) -> list[str]:

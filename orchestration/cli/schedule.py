@@ -10,10 +10,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from seqline.orchestration.cli.console import Column, console, format_time, print_table
+from seqline.orchestration.cli.console import (
+    Column,
+    console,
+    format_time,
+    print_fields,
+    print_table,
+)
 from seqline.orchestration.cli.options import (
     AsJson,
     RootUrl,
@@ -217,11 +221,9 @@ def print_schedules(out: Console, rows: list[dict[str, Any]], wide: bool = False
 
 def print_detail(out: Console, detail: dict[str, Any], wide: bool = False) -> None:
     """`schedule show` for a terminal: the schedule, its next fire times, its ticks."""
-    grid = Table.grid(padding=(0, 2))
-    for key in ("name", "pipeline", "cron", "explanation", "tz", "paused", "runner",
-                "workers", "overlap", "catchup", "max_catchup", "start", "end", "created"):
-        grid.add_row(key, Text("" if detail[key] is None else str(detail[key])))
-    out.print(grid)
+    print_fields(out, [(key, "" if detail[key] is None else detail[key]) for key in (
+        "name", "pipeline", "cron", "explanation", "tz", "paused", "runner", "workers",
+        "overlap", "catchup", "max_catchup", "start", "end", "created")])
     print_table(out, [Column("next fire times (UTC)")],
                 [[format_time(fire)] for fire in detail["next"]], wide=wide)
     print_table(out, TICK_COLUMNS, [

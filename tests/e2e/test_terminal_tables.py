@@ -43,7 +43,7 @@ def _piped(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
                             env={**os.environ, "COLUMNS": "80"})
 
 
-def _on_a_terminal(folder: Path, columns: int, *args: str) -> str:
+def _on_a_terminal(folder: Path, columns: int, *args: str, status: int = 0) -> str:
     """The command's output on a pseudo-terminal `columns` wide, escape codes removed."""
     leader, follower = pty.openpty()
     environment = {k: v for k, v in os.environ.items()
@@ -69,7 +69,7 @@ def _on_a_terminal(folder: Path, columns: int, *args: str) -> str:
     reader.join(timeout=30)
     os.close(leader)
     text = ESCAPES.sub("", b"".join(chunks).decode().replace("\r\n", "\n"))
-    assert proc.returncode == 0, text
+    assert proc.returncode == status, text
     return text
 
 
@@ -158,3 +158,24 @@ def test_tables_piped_output_is_full_width_plain_text(project, group, command):
     assert "\x1b[" not in done.stdout and "--wide" not in done.stdout and "…" not in done.stdout
     assert _headers(done.stdout) == [ALL[group, command]]
     assert max(len(line) for line in _table_lines(done.stdout)) > 80
+
+
+def test_an_error_on_a_terminal_is_one_line_to_copy(tmp_path):
+    """A failed run's error, longer than the terminal is wide: one line (the terminal wraps it
+    for the eye; rich's own wrapping put newlines in what a person copies), in `run` and in
+    `runs show`, whose error is that line and not the traceback; piped, no line is padded."""
+    folder = quick_project(tmp_path)
+    (folder / "in.csv").write_text("x\n1\n2\nthree\n4\n")
+    text = _on_a_terminal(folder, 80, "run", "quick.yaml", "--run-id", "bad", status=1)
+    failed = [line for line in text.splitlines() if line.startswith("Run failed: ")]
+    assert len(failed) == 1 and len(failed[0]) > 80, text
+    assert failed[0].rstrip().endswith("Run with --debug for the traceback."), text
+    shown = _on_a_terminal(folder, 80, "runs", "show", "bad")
+    error = [line.split(None, 1)[1].strip() for line in shown.splitlines()
+             if line.startswith("error ")]
+    assert len(error) == 1 and error[0].startswith("stage 'work' failed on seq 0"), shown
+    assert error[0].rstrip(".") in failed[0], (error, failed)
+    assert "Traceback" not in shown
+    piped = _piped(folder, "runs", "show", "bad")
+    assert piped.returncode == 0 and "Traceback" not in piped.stdout
+    assert not [line for line in piped.stdout.splitlines() if line != line.rstrip()]
