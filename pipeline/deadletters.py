@@ -40,34 +40,44 @@ class ErrorBudget(BaseModel):
 
     With no budget (the default) the first bad record fails the run, naming it. With one, bad
     records go to the stage's dead letters, and the stage fails at its end if more than
-    `max_fraction` of its input was bad, or as soon as more than `max_records` were.
+    `max_fraction` of its input was bad, or as soon as more than `max_records` were. Each
+    limit applies when given; `errors: {}` gives none, and then any bad record fails the
+    stage at its end (the dead letters all kept).
 
-    Example: `errors: {max_fraction: 0.01}` lets 10 bad rows of 1,000 through, not 11.
+    Example: `errors: {max_fraction: 0.01}` lets 10 bad rows of 1,000 through, not 11;
+    `errors: {max_records: 3}` lets 3 through, whatever the input's size.
     """
 
     model_config = PARAMS_CONFIG
 
-    max_fraction: float = Field(0.0, ge=0, le=1, description=(
+    max_fraction: float | None = Field(None, ge=0, le=1, description=(
         "The share of the stage's input that may be bad, 0 to 1."))
     max_records: int | None = Field(None, ge=0, description=(
         "Fail as soon as more than this many records were bad."))
 
     def check_running(self, stage: str, dead: int, first: DeadLetter | None) -> None:
         if self.max_records is not None and dead > self.max_records:
-            raise self._exceeded(stage, f"{dead} bad records so far, more than max_records "
-                                        f"{self.max_records}", first)
+            raise self._exceeded(stage, f"{dead:,} bad records so far, more than max_records "
+                                        f"{self.max_records:,}", first)
 
     def check_final(self, stage: str, dead: int, records_in: int,
                     first: DeadLetter | None) -> None:
-        if dead > self.max_fraction * records_in:
+        if self.max_fraction is None and self.max_records is not None:
+            return  # judged as the records came (check_running)
+        fraction = self.max_fraction or 0.0
+        if dead > fraction * records_in:
+            limit = f"more than max_fraction {fraction:g}" if self.max_fraction is not None \
+                else "and `errors: {}` allows none (give it max_fraction or max_records)"
             raise self._exceeded(
-                stage, f"{dead} of {records_in} records were bad "
-                       f"({dead / max(records_in, 1):.2%}), more than max_fraction "
-                       f"{self.max_fraction:g}", first)
+                stage, f"{dead:,} of {records_in:,} records were bad "
+                       f"({dead / max(records_in, 1):.2%}), {limit}", first)
 
     @staticmethod
     def _exceeded(stage: str, what: str, first: DeadLetter | None) -> StageError:
-        example = f" The first: {first.where()}: {first.reason}" if first else ""
+        example = ""
+        if first is not None:
+            ended = first.reason.endswith((".", "!", "?"))
+            example = f" The first: {first.where()}: {first.reason}{'' if ended else '.'}"
         return StageError(
             f"stage {stage!r} exceeded its error budget: {what}.{example} Fix the input, or "
             "raise `errors:` in the pipeline file if these records may be set aside.",

@@ -10,7 +10,7 @@ import pytest
 from seqline.components import preprocess
 from seqline.components import stage as new_stage
 from seqline.pipeline.blocks import SEQ, Block
-from seqline.pipeline.deadletters import ErrorBudget
+from seqline.pipeline.deadletters import DeadLetter, ErrorBudget
 from seqline.pipeline.errors import StageError
 from seqline.pipeline.tasks import Counts
 
@@ -121,8 +121,26 @@ def test_preprocess_function_failing_everywhere_fails_instead_of_dead_lettering(
 def test_error_budget_fraction_and_count():
     budget = ErrorBudget(max_fraction=0.01, max_records=20)
     budget.check_final("p", 10, 1000, None)
-    with pytest.raises(StageError, match=r"11 of 1000 records were bad \(1.10%\), more than "
+    with pytest.raises(StageError, match=r"11 of 1,000 records were bad \(1.10%\), more than "
                                          r"max_fraction 0.01"):
         budget.check_final("p", 11, 1000, None)
     with pytest.raises(StageError, match=r"21 bad records so far, more than max_records 20"):
         budget.check_running("p", 21, None)
+
+
+def test_error_budget_limits_apply_only_when_given():
+    """`max_records` alone allows that many whatever the input's size (it was also held to a
+    max_fraction of 0 nobody gave); `errors: {}` allows none, and says so."""
+    by_count = ErrorBudget(max_records=3)
+    by_count.check_running("p", 3, None)
+    by_count.check_final("p", 3, 1000, None)
+    with pytest.raises(StageError, match=r"4 bad records so far, more than max_records 3"):
+        by_count.check_running("p", 4, None)
+    first = DeadLetter(101, "CSV column #2: invalid value 'warm'", "in.csv", 103)
+    with pytest.raises(StageError) as raised:
+        ErrorBudget().check_final("p", 2, 1000, first)
+    assert str(raised.value) == (
+        "stage 'p' exceeded its error budget: 2 of 1,000 records were bad (0.20%), and "
+        "`errors: {}` allows none (give it max_fraction or max_records). The first: in.csv, "
+        "line 103, seq 101: CSV column #2: invalid value 'warm'. Fix the input, or raise "
+        "`errors:` in the pipeline file if these records may be set aside.")
