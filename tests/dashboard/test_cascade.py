@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from seqline.orchestration.dashboard.page_data import _not_run
+from seqline.orchestration.dashboard.page_data import _failure, _not_run
 
 FAILURE = {"line": "stage 'features' failed on seq 256: ValueError", "stage": "features",
            "seq": 256, "traceback": None}
@@ -37,3 +37,13 @@ def _stage(name: str, status: str, records_in: int | None = None) -> dict[str, o
 def test_a_stage_that_did_not_run_says_whether_a_failure_or_a_cancel_stopped_it(
         stage, run_status, failure, expected):
     assert _not_run(stage, failure, run_status) == expected
+
+
+@pytest.mark.parametrize(("status", "heading"), [
+    ("failed", "Failed"), ("cancelled", "Cancelled"), ("interrupted", "Interrupted")])
+def test_the_error_box_is_headed_as_the_run_ended(status, heading):
+    """A cancelled run's box said "Failed" above "Cancelled: SIGINT"; the status decides."""
+    run = {"status": status, "error": {"stage": None, "seq": None, "traceback": None,
+                                       "message": "Cancelled: SIGINT"}}
+    assert _failure(run) == {"line": "Cancelled: SIGINT", "stage": None, "seq": None,
+                             "traceback": None, "heading": heading}
