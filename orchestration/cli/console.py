@@ -106,6 +106,9 @@ class Column:
     header: str
     priority: int = 0
     justify: Literal["left", "right"] = "left"
+    # Prose (a reason), not an id: on a terminal, shown once this many characters fit, then
+    # given the width left, its text wrapped at words; 0: never wrapped (ids, counts, times).
+    wraps: int = 0
 
 
 Cell = str | Text | None
@@ -136,23 +139,39 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]],
     # one rule; the table adds one more rule at its right edge.
     needs = [max([cell_len(col.header), *(cell_len(r[i].plain) for r in texts)]) + 3
              for i, col in enumerate(columns)]
+    least = [min(needs[i], col.wraps + 3) if col.wraps else needs[i]
+             for i, col in enumerate(columns)]
     shown = {i for i, col in enumerate(columns) if col.priority == 0}
+    widths = {i: needs[i] for i in range(len(columns))}
     if width is None:
         shown = set(range(len(columns)))
     else:
-        used = 1 + sum(needs[i] for i in shown)
-        for i in sorted(set(range(len(columns))) - shown, key=lambda i: columns[i].priority):
-            if used + needs[i] <= width:
+        used = 1 + sum(least[i] for i in shown)
+        # by priority, a column with nothing to say in any row (blank, 0) after every other
+        for i in sorted(set(range(len(columns))) - shown,
+                        key=lambda i: (_blank(texts, i), columns[i].priority)):
+            if used + least[i] <= width:
                 shown.add(i)
-                used += needs[i]
+                used += least[i]
+        for i in sorted(shown):  # what is left of the width goes to the prose
+            if columns[i].wraps:
+                widths[i] = min(needs[i], least[i] + width - used)
+                used += widths[i] - least[i]
     table = Table(title=title, title_justify="left", highlight=False)
     for i, col in enumerate(columns):
         if i in shown:
-            table.add_column(col.header, justify=col.justify, no_wrap=True,
-                             min_width=needs[i] - 3)
+            wrapped = widths[i] < needs[i]
+            table.add_column(col.header, justify=col.justify, no_wrap=not wrapped,
+                             min_width=widths[i] - 3, max_width=widths[i] - 3 if wrapped
+                             else None)
     for row in texts:
         table.add_row(*(cell for i, cell in enumerate(row) if i in shown))
     return table, [col.header for i, col in enumerate(columns) if i not in shown]
+
+
+def _blank(texts: list[list[Text]], column: int) -> bool:
+    """Whether a column says nothing in any row (empty, zero, a dash)."""
+    return all(row[column].plain.strip() in ("", "0", "0.00", "-") for row in texts)
 
 
 def _printable(value: object) -> str:

@@ -211,7 +211,7 @@ def _print_plan(plan: RunPlan, as_json: bool, wide: bool) -> None:
         return
     rows = [[step.stage, f"{step.action} (in {step.fused_after}'s job)" if step.fused_after
              else step.action, step.reason, step.component] for step in plan.steps]
-    print_table(out, [Column("stage"), Column("action"), Column("why", 1),
+    print_table(out, [Column("stage"), Column("action"), Column("why", 1, wraps=24),
                       Column("component", 2)], rows, wide=wide,
                 title=f"plan {plan.run_id}: {plan.summary()}")
 
@@ -251,9 +251,9 @@ def _print_run_json(asked: bool, root: str, store: str | None, run_id: str | Non
 # The stage table of a run, as `runs show` has it: what the next look needs always shows.
 STAGE_COLUMNS = [Column("stage"), Column("status"), Column("in", 1, "right"),
                  Column("out", 2, "right"), Column("s", 1, "right"),
-                 Column("records/s", 3, "right"), Column("waited in", 2, "right"),
+                 Column("records/s", 3, "right"), Column("waited in", 3, "right"),
                  Column("waited out", 3, "right"), Column("filtered", 4, "right"),
-                 Column("dead-lettered", 4, "right"), Column("why", 5)]
+                 Column("dead-lettered", 2, "right"), Column("why", 2, wraps=20)]
 
 
 def _print_stages(document: dict[str, Any] | None, seconds: float, wide: bool) -> None:

@@ -83,7 +83,8 @@ def _table_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
 
 
-# The columns shown at each width: the policy's snapshot (console.Column priorities). At 80
+# The columns shown at each width: the policy's snapshot (console.Column priorities, a column
+# that says nothing in any row after the others). At 80
 # the long run id leaves no room for the start time; the number of seconds fits.
 SHOWN = {
     ("runs", "list", 80): [["run", "status", "pipeline", "seconds"]],
@@ -91,10 +92,11 @@ SHOWN = {
     ("schedule", "list", 80): [["name", "paused", "next fire (UTC)", "cron", "tz"]],
     ("schedule", "list", 100): [["name", "paused", "next fire (UTC)", "cron", "tz", "runner",
                                  "overlap"]],
-    ("runs", "show", 80): [["stage", "status", "component", "in", "out", "seconds", "dead",
-                            "filtered"]],
+    # (the run's stages were reused: their seconds and filtered are 0 in every row, so the
+    # run they came from, and then their attempts, come before them)
+    ("runs", "show", 80): [["stage", "status", "component", "in", "out", "dead", "cache"]],
     ("runs", "show", 100): [["stage", "status", "component", "in", "out", "seconds", "dead",
-                             "filtered", "cache"]],
+                             "attempts", "cache"]],
 }
 ALL = {("runs", "list"): ["run", "status", "pipeline", "started (UTC)", "seconds", "runner",
                           "trigger", "finished (UTC)"],

@@ -98,3 +98,33 @@ def test_console_columns_always_shown_stay_whole_on_a_terminal_too_narrow_for_th
     text = out.export_text()
     assert "│ 20261124T131903Z-ca7d │ interrupted │" in text  # the terminal wraps the line
     assert "--wide adds: pipeline, started, seconds, runner" in " ".join(text.split())
+
+
+def test_console_a_column_blank_in_every_row_yields_to_one_with_something_to_say():
+    """The run table at 80 columns showed `filtered` (all 0) and hid `dead-lettered` (2, 10):
+    same priority, first come first served. A column that says nothing comes after."""
+    columns = [Column("stage"), Column("filtered", 1, "right"), Column("dead-lettered", 1, "right")]
+    rows = [["read", "0", "2"], ["features", "0", "10"]]
+    table, hidden = fitted_table(columns, rows, 30)
+    assert [str(c.header) for c in table.columns] == ["stage", "dead-lettered"]
+    assert hidden == ["filtered"]
+
+
+def test_console_prose_wraps_in_the_width_left_and_ids_stay_whole():
+    """`--dry-run`'s reasons at 80 columns: `why` (prose) is shown, wrapped at words in what
+    the always-shown columns and `component` leave, instead of folded away."""
+    reason = "params changed (shard_records 250 → 200); upstream `examples` runs again"
+    columns = [Column("stage"), Column("action"), Column("why", 1, wraps=24),
+               Column("component", 2)]
+    rows = [["examples", "run", reason, "tfrecord_write"]]
+    out = Console(width=70, force_terminal=True, color_system=None, record=True)
+    print_table(out, columns, rows)
+    text = out.export_text()
+    lines = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(lines) > 1 and max(len(line) for line in lines) <= 70, text
+    assert "tfrecord_write" in lines[0] and "examples" in lines[0]
+    words = " ".join(line.split("│")[3].strip() for line in lines)
+    assert words == reason and "--wide adds" not in text
+    piped = Console(width=10_000, force_terminal=False, record=True)
+    print_table(piped, columns, rows)
+    assert reason in piped.export_text()  # whole, on one line
