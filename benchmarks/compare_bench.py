@@ -112,8 +112,9 @@ class Bench:
                        *([] if verify else ["--no-verify"]), *options], self.env,
                       f"seqline {pipeline.parent.name}/{pipeline.stem}, {runner}, "
                       f"{workers} worker(s){', verified' if verify else ''}")
-        found = re.search(r"stages \(([\d.]+) s\)", run.output)
-        run.result["seconds"] = float(found.group(1)) if found else float("nan")
+        found = re.search(r"stages \(([\d.,]+) s\)", run.output)
+        run.result["seconds"] = float(found.group(1).replace(",", "")) if found else \
+            float("nan")
         run_dir = self.root / "runs" / run_id
         run.result["stages"] = {m.parent.name: json.loads(m.read_text())
                                 for m in run_dir.glob("*/manifest.json")}

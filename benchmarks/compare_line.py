@@ -59,8 +59,9 @@ def c7_assembly(b: Bench) -> None:
            "stages' span (the first stage's start to the last one's commit, from their "
            "manifests) ÷ the slowest stage's seconds alone; line ÷ sum of the stages alone: "
            f"{seconds_list(sums)}. The line's span per repeat {seconds_list(lines)} s; its "
-           "`seqline run` figure (\"stages (… s)\", which also counts importing TensorFlow "
-           f"before the first stage starts) {seconds_list(runs)} s. Stage seconds alone per "
+           "`seqline run` figure (\"stages (… s)\": the run's seconds as its run store "
+           f"keeps them, the engine's start included) {seconds_list(runs)} s. Stage seconds "
+           "alone per "
            "repeat: "
            + "; ".join(", ".join(f"{u} {t:.1f}" for u, t in times.items()) for times in alones)
            + ". On 2 cores every stage here is CPU-bound and they share the same two cores "

@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import sys
-import time
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -139,7 +138,6 @@ def run(
     from seqline.pipeline.config import load_pipeline
     from seqline.pipeline.storage import shown
 
-    start = time.perf_counter()
     try:
         if run_id is not None:
             check_run_id(run_id)  # a name, never a path: before anything is made
@@ -150,15 +148,16 @@ def run(
             cache=cache, resume=resume, verify=check, trigger=trigger.value,
             output="quiet" if output.quiet else "verbose" if output.verbose else "normal",
             engine=_engine(runner, ray_address, beam_mode, beam_option, pipeline))
+        if not (dry_run or output.verbose) and _trains(pipeline):
+            # training runs in this process: TF's C++ start-up kept out, imported before the
+            # pipeline loads (a model named as `module:function` is imported with it)
+            quiet_tensorflow()
         spec = load_pipeline(pipeline, COMPONENTS)
         if dry_run:
             _print_plan(plan_pipeline(spec, options, root=root, store=store, run_id=run_id),
                         as_json, wide)
             return
         _check_root(root)
-        if not output.verbose and any("tensorflow" in COMPONENTS[s.component].driver_imports
-                                      for s in spec.stages):
-            quiet_tensorflow()  # training runs in this process: keep TF's C++ start-up out
         with stdout_to_stderr(as_json), progress_bars(spec) as progress:
             result = execute(spec, options, root=root, store=store, run_id=run_id,
                              pipeline_file=pipeline, subscribers=[progress])
@@ -180,7 +179,7 @@ def run(
             print_problems(result.checks or [], err)  # why exit 1, for the log
             raise typer.Exit(1)
         return
-    _print_stages(document, time.perf_counter() - start, wide)
+    _print_stages(document, wide)
     ran = result.plan.summary() if result.plan else runner.value
     out.print(f"Run [bold]{result.run_id}[/] succeeded: ran {ran}; artifacts in "
               f"{run_dir(result.root, result.run_id).resolve()}", highlight=False)
@@ -191,6 +190,21 @@ def run(
     _print_evaluations(result.stages)
     if result.checks is not None and not print_checks(result.run_id, result.checks, wide):
         raise typer.Exit(1)
+
+
+def _trains(pipeline: Path) -> bool:
+    """Whether the pipeline file names a component that imports TensorFlow in this process
+    (read as plain YAML: load_pipeline then checks it, and says what is wrong with it)."""
+    import yaml
+
+    from seqline.components import COMPONENTS
+
+    try:
+        stages = yaml.safe_load(pipeline.read_text()).get("stages") or []
+        named = {s.get("component") for s in stages if isinstance(s, dict)}
+    except (OSError, yaml.YAMLError, AttributeError, TypeError):
+        return False
+    return any("tensorflow" in COMPONENTS[c].driver_imports for c in named if c in COMPONENTS)
 
 
 def _engine(runner: RunnerName, ray_address: str | None, beam_mode: BeamMode,
@@ -256,10 +270,10 @@ STAGE_COLUMNS = [Column("stage"), Column("status"), Column("in", 1, "right"),
                  Column("dead-lettered", 2, "right"), Column("why", 2, wraps=20)]
 
 
-def _print_stages(document: dict[str, Any] | None, seconds: float, wide: bool) -> None:
+def _print_stages(document: dict[str, Any] | None, wide: bool) -> None:
     """The stage table, from the run as the store recorded it (what `runs show --json` and
-    the dashboard read). records/s: records in over the stage's seconds, for a stage that
-    ran now."""
+    the dashboard read), titled with the run's seconds as they show them. records/s: records
+    in over the stage's seconds, for a stage that ran now."""
     rows = []
     for s in (document or {}).get("stages", []):
         ran = s["status"] in ("succeeded", "failed") and s["seconds"]
@@ -269,7 +283,9 @@ def _print_stages(document: dict[str, Any] | None, seconds: float, wide: bool) -
                      format_seconds(s["waited_input"]), format_seconds(s["waited_output"]),
                      format_count(s["filtered"]), format_count(s["dead_lettered"]),
                      s.get("reason") or ""])
-    print_table(out, STAGE_COLUMNS, rows, wide=wide, title=f"stages ({seconds:.1f} s)")
+    seconds = (document or {}).get("seconds")
+    title = "stages" if seconds is None else f"stages ({format_seconds(seconds)} s)"
+    print_table(out, STAGE_COLUMNS, rows, wide=wide, title=title)
 
 
 # Beam options are recorded with the run (the run store, the dashboard): never a secret.

@@ -303,3 +303,24 @@ def test_verify_of_a_failed_run_vouches_only_for_what_it_committed(readings):
     assert shown.returncode == 1
     assert [row.split("│")[1].strip() for row in _table_rows(shown.stdout)
             if row.startswith("│")] == ["read", "examples", "features"]
+
+
+def test_a_model_of_your_own_imports_tensorflow_quietly_too(readings):
+    """`model: "module:function"` (the tutorial's): the module, keras with it, is imported
+    when the pipeline loads, which was before TensorFlow's start-up lines were kept out."""
+    (readings / "mymodel.py").write_text(
+        "import keras\n\n\n"
+        "def build(spec):\n"
+        "    inputs = keras.Input(spec.input_shape)\n"
+        "    outputs = keras.layers.Dense(1)(keras.layers.Flatten()(inputs))\n"
+        "    model = keras.Model(inputs, outputs)\n"
+        "    model.compile(optimizer='adam', loss='mse', metrics=['mae'])\n"
+        "    return model\n")
+    pipeline = readings / "pipeline.yaml"
+    text = re.sub(r"model: sequence_forecasting, epochs: \d+",
+                  'model: "mymodel:build", epochs: 1', pipeline.read_text())
+    assert "mymodel:build" in text
+    pipeline.write_text(text)
+    done = _seqline(readings, "-q", "run", "pipeline.yaml", "--root", "root", "--no-verify")
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout, done.stderr) == ("", "")
