@@ -51,7 +51,11 @@ def default(param: Any) -> str:
 
 
 def cell(text: str | None) -> str:
-    return " ".join((text or "").split()).replace("|", "\\|")
+    """Help text as one table cell: `|` escaped, and `<` and `>` outside code spans (a
+    placeholder such as `<name>` is otherwise taken for an HTML tag and hidden)."""
+    parts = " ".join((text or "").split()).replace("|", "\\|").split("`")
+    return "`".join(part if i % 2 else part.replace("<", "&lt;").replace(">", "&gt;")
+                    for i, part in enumerate(parts))
 
 
 def command_section(path: str, command: Any, ctx: Any) -> list[str]:

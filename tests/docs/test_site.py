@@ -28,6 +28,8 @@ def test_site_builds_strict(tmp_path):
     cli = (site / "reference/cli/index.html").read_text()
     for option in ["--resume", "--queue", "--one-by-one", "--no-verify", "--beam-mode"]:
         assert option in cli, option
+    # a placeholder in help text is text, not a tag the browser hides
+    assert "stores/&lt;name&gt;.db" in cli and "<name>" not in cli
     pipeline = (site / "reference/pipeline/index.html").read_text()
     for field in ["stats_records", "num_classes", "label_offset", "retry_user_errors"]:
         assert field in pipeline, field
