@@ -56,7 +56,7 @@ def lookup(
         reason = place.stages[0].line if place.stages else "the run has no committed stage"
         out.print(Text(f"seq {seq:,} in {run_id}: {reason}"))
     else:
-        print_table(out, [Column("stage"), Column("where")],
+        print_table(out, [Column("stage"), Column("where", wraps=30)],
                     [[s.stage, Text(s.line) if s.found else Text(s.line, style="yellow")]
                      for s in place.stages], title=f"seq {seq:,} in {run_id}")
     if gone:

@@ -181,3 +181,16 @@ def test_an_error_on_a_terminal_is_one_line_to_copy(tmp_path):
     piped = _piped(folder, "runs", "show", "bad")
     assert piped.returncode == 0 and "Traceback" not in piped.stdout
     assert not [line for line in piped.stdout.splitlines() if line != line.rstrip()]
+
+
+def test_tables_lookup_fits_with_its_places_wrapped(project):
+    """`lookup`'s places are prose (a path and a line, a shard and an offset): wrapped at
+    words within the terminal, not lines of ~160 columns the terminal breaks for it."""
+    folder, _ = project
+    text = _on_a_terminal(folder, 80, "lookup", LONG_RUN, "5")
+    lines = _table_lines(text)
+    assert lines and all(len(line) <= 80 for line in lines), text
+    assert "…" not in text and "in.csv" in text
+    piped = _piped(folder, "lookup", LONG_RUN, "5")
+    assert any("in.csv, line 7 (record 5 of the file)" in line
+               for line in piped.stdout.splitlines()), piped.stdout
