@@ -225,17 +225,17 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
         except KeyboardInterrupt as exc:
             cancelled = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")
             cancelled.run_id = run_id
-            _ended(bus, plan, "cancelled", cancelled)
+            _ended(bus, reports, "cancelled", cancelled)
             raise cancelled from None
         except SeqlineError as exc:
-            _ended(bus, plan, "failed", exc)
+            _ended(bus, reports, "failed", exc)
             if raise_on_error or isinstance(exc, ConfigError):
                 raise
             return RunResult(run_id, "failed", root, reports.stages, error=exc, plan=plan)
         except BaseException as exc:
-            _ended(bus, plan, "failed", exc)
+            _ended(bus, reports, "failed", exc)
             raise
-        _ended(bus, plan, "succeeded")
+        _ended(bus, reports, "succeeded")
     checks = verify_run(root, run_id, reads) if options.verify else None
     return RunResult(run_id, "succeeded", root, reports.stages, checks, plan=plan)
 
@@ -256,9 +256,9 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Folder | str, run_id:
     try:
         run_plan(plan, spec, runner, root, bus)
     except BaseException as exc:
-        _ended(bus, plan, "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed", exc)
+        _ended(bus, reports, "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed", exc)
         raise
-    _ended(bus, plan, "succeeded")
+    _ended(bus, reports, "succeeded")
     return reports.stages
 
 
@@ -313,11 +313,15 @@ def _runner(options: RunOptions, bus: EventBus) -> Iterator[Runner]:
         yield runner
 
 
-def _ended(bus: EventBus, plan: RunPlan, status: str, error: BaseException | None = None
-           ) -> None:
-    ran = len(plan.running)
+def _ended(bus: EventBus, reports: RunReports, status: str,
+           error: BaseException | None = None) -> None:
+    """The run's end, its stages counted by how they ended (as every surface counts them)."""
+    ended = [r.status for r in reports.stages]
     stage_error = error if isinstance(error, StageError) else None
-    bus.publish(RunEnded(status=status, ran=ran, reused=len(plan.steps) - ran,
+    bus.publish(RunEnded(status=status, ran=sum(s in ("succeeded", "failed") for s in ended),
+                         reused=sum(s in ("cached", "kept") for s in ended),
+                         not_run=sum(s not in ("succeeded", "failed", "cached", "kept")
+                                     for s in ended),
                          message=error_line(error) if error else None,
                          traceback=error_traceback(error) if error else None,
                          error_stage=stage_error.stage if stage_error else None,

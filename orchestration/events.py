@@ -205,8 +205,9 @@ class StageSkipped(Event):
 class RunEnded(Event):
     kind: ClassVar[str] = "run_ended"
     status: str  # succeeded, failed or cancelled
-    ran: int  # stages run now
+    ran: int  # stages run now (to their commit or their failure)
     reused: int  # stages reused or kept
+    not_run: int = 0  # stages a failure or a cancel stopped, or never started
     message: str | None = None
     traceback: str | None = None
     error_stage: str | None = None

@@ -289,5 +289,6 @@ def _told(event: Event) -> tuple[int, str, str | None] | None:
 
 
 def _ran(event: RunEnded) -> str:
-    """Example: "ran 1 stage, reused 2"."""
-    return f"ran {event.ran} stage{'s' * (event.ran != 1)}, reused {event.reused}"
+    """Example: "ran 1 stage, reused 2"; "ran 1 stage, reused 0, 3 not run"."""
+    not_run = f", {event.not_run} not run" if event.not_run else ""
+    return f"ran {event.ran} stage{'s' * (event.ran != 1)}, reused {event.reused}{not_run}"

@@ -93,6 +93,11 @@ def _well_formed(story: Story, stages: list[str], status: str) -> None:
         if isinstance(e, STAGE_ENDS):
             ends[e.stage].append(e)
     assert {s: len(ends[s]) for s in stages} == dict.fromkeys(stages, 1)  # one end each
+    # the run's end counts its stages as they ended (the run log and the dashboard say these)
+    outcomes = [type(ends[s][0]) for s in stages]
+    assert (events[-1].ran, events[-1].reused, events[-1].not_run) == (
+        sum(t in (StageCommitted, StageFailed) for t in outcomes),
+        outcomes.count(StageReused), outcomes.count(StageSkipped))
     for stage in stages:
         mine = story.of(stage)
         end = ends[stage][0]
