@@ -72,7 +72,7 @@ class StageStarted(Event):
 @dataclass(frozen=True, kw_only=True)
 class StageReused(Event):
     """A stage not run now: its committed output, from run `reused_from` (cache) or from this
-    run's interrupted attempt (keep), is this run's."""
+    run's earlier attempt (keep), is this run's."""
 
     kind: ClassVar[str] = "stage_reused"
     action: str  # "reuse" or "keep"

@@ -142,7 +142,7 @@ def _run_steps(run: RunContext) -> None:
 
 
 def _open_run(folder: Folder, resume: bool) -> Folder:
-    """The run's folder; resuming, without the interrupted attempt's partial stage output (on
+    """The run's folder; resuming, without the earlier attempt's partial stage output (on
     an object store that is a prefix without a manifest, removed when the stage runs)."""
     storage = storage_of(folder)
     if resume:

@@ -27,7 +27,7 @@ from seqline.pipeline.storage import Folder, shown
 __all__ = ["DAMAGED", "Action", "Kind", "RunPlan", "Step", "Takes", "plan_run"]
 
 # What a step does now: run the stage; reuse the output of an earlier run with the same cache
-# key; keep what this run's interrupted attempt committed (--resume).
+# key; keep what this run's earlier attempt committed (--resume).
 Action = Literal["run", "reuse", "keep"]
 # What kind of stage it is: reads files itself; maps blocks on the workers; runs on the driver.
 Kind = Literal["source", "map", "driver"]
@@ -98,7 +98,7 @@ class RunPlan:
 
     def summary(self) -> str:
         """One line: "2 of 6 stages on ray; 4 reused from run first" (or "kept" from the
-        interrupted attempt, with --resume)."""
+        earlier attempt, with --resume)."""
         line = f"{len(self.running)} of {len(self.steps)} stages on {self.options.runner}"
         reused = [s for s in self.steps if s.action == "reuse"]
         if reused:
@@ -106,7 +106,7 @@ class RunPlan:
             line += f"; {len(reused)} reused from run {', '.join(sources)}"
         kept = sum(s.action == "keep" for s in self.steps)
         if kept:
-            line += f"; {kept} kept from the interrupted attempt"
+            line += f"; {kept} kept from the earlier attempt"
         return line
 
     def as_json(self) -> dict[str, Any]:
@@ -210,7 +210,7 @@ def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: Run
     """Why the stage runs, or where its output comes from, in one line. `missed`: the first
     stage the cache had no intact output for (every stage after it runs)."""
     if action == "keep":
-        return "kept: the interrupted attempt committed it"
+        return "kept: the earlier attempt committed it"
     if action == "reuse":
         return f"reused from run {hit.run_id} (took {hit.seconds:.2f} s)"
     readers = [s.name for s in spec.stages if _source(spec, s) == stage.name]
@@ -219,7 +219,7 @@ def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: Run
     if stage.name in damaged:
         return f"{DAMAGED}: {damaged[stage.name]}"
     if options.resume:
-        return "the interrupted attempt did not commit it"
+        return "the earlier attempt did not commit it"
     if not options.cache:
         return "--no-cache"
     if not stage.cache:

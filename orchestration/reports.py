@@ -26,7 +26,7 @@ class StageReport:
     """What one stage did: its status, counts, time, waits and where its artifact is.
 
     `status`: succeeded, cached (reused from run `cached_from`), kept (committed by the
-    resumed run's interrupted attempt), failed, skipped (not run: `reason` says why), or
+    resumed run's earlier attempt), failed, skipped (not run: `reason` says why), or
     pending/running while the run goes. `seconds` is this run's: about 0 for a stage not run.
     """
 

@@ -264,7 +264,7 @@ def _told(event: Event) -> tuple[int, str, str | None] | None:
     if isinstance(event, StageStarted):
         return info, "started", None
     if isinstance(event, StageReused):
-        return info, ("kept from the interrupted attempt" if event.action == "keep" else
+        return info, ("kept from the earlier attempt" if event.action == "keep" else
                       f"reused from run {event.reused_from} (took {event.took:.2f} s)"), None
     if isinstance(event, BlockRetried):
         block = "a block" if event.block is None else f"block {event.block}"

@@ -251,7 +251,7 @@ class RunWriter:
         Args:
             run_id: the run.
             stage: the stage's name.
-            reason: one line, e.g. "kept: the interrupted attempt committed it".
+            reason: one line, e.g. "kept: the earlier attempt committed it".
         """
         latest = select(func.max(stage_runs.c.id)).where(
             stage_runs.c.run_id == run_id, stage_runs.c.stage == stage).scalar_subquery()

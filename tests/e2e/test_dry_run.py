@@ -53,7 +53,7 @@ def _edit(path: Path, old: str, new: str) -> None:
      {"examples": "params changed (shard_records 200 → 300)"}),
     (("readings.csv", "north,11.6", "north,11.7"), [], {"read": "input changed (readings.csv)"}),
     (None, ["--no-cache"], {"read": "--no-cache", "features": "--no-cache"}),
-    (None, ["--resume", "--run-id", "one"], {"features": "kept: the interrupted attempt "
+    (None, ["--resume", "--run-id", "one"], {"features": "kept: the earlier attempt "
                                                          "committed it"}),
 ], ids=["unchanged", "function", "parameter", "input byte", "no-cache", "resume"])
 def test_dry_run_names_the_reason_and_writes_nothing(folder, change, args, reasons):

@@ -191,7 +191,7 @@ def test_a_resume_keeps_what_was_committed_and_runs_the_rest(tmp_path, runner, r
     result = _run(fixed, tmp_path, "r", story, runner, resume=True)
     assert result.plan is not None
     assert result.plan.summary() == \
-        f"2 of 4 stages on {runner}; 2 kept from the interrupted attempt"
+        f"2 of 4 stages on {runner}; 2 kept from the earlier attempt"
     _well_formed(story, ["read", "write", "features", "again"], "succeeded")
     ended = story.ended()
     assert isinstance(ended["write"], StageReused) and ended["write"].action == "keep"

@@ -81,9 +81,9 @@ CASES = [
         "pre": ("run", r"^upstream `write` runs$")}),
     ("--resume after a crash before the last commit", _uncommit,
      {"resume": True, "run_id": "first"}, {
-         "read": ("keep", r"^kept: the interrupted attempt committed it$"),
+         "read": ("keep", r"^kept: the earlier attempt committed it$"),
          "write": ("keep", r"^kept"),
-         "pre": ("run", r"^the interrupted attempt did not commit it$")}),
+         "pre": ("run", r"^the earlier attempt did not commit it$")}),
     ("--resume of a stage whose bytes changed since its commit", _flip_a_shard_byte,
      {"resume": True, "run_id": "first"}, {
          "read": ("run", r"^runs again to feed `write`"),

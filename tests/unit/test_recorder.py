@@ -47,8 +47,8 @@ STAGES = ["read", "write", "features", "again"]
 FAILURE = "stage 'features' failed on seq 120 (block 1): ValueError: bad value at seq 120"
 TRACEBACK = 'Traceback (most recent call last):\n  File "fns.py", line 2\nValueError: bad'
 SKIPPED = "not run: upstream `features` failed"
-KEPT = "kept: the interrupted attempt committed it"
-RERUN = "the interrupted attempt did not commit it"
+KEPT = "kept: the earlier attempt committed it"
+RERUN = "the earlier attempt did not commit it"
 REUSED = "reused from run earlier (took 1.50 s)"
 COALESCED = {"blocks_done", "occupancy", "records_consumed", "wait_started", "wait_ended"}
 
