@@ -194,7 +194,8 @@ STAGE_COLUMNS = [Column("stage"), Column("status"), Column("component", 1),
                  Column("seconds", 2, "right"), Column("dead", 3, "right"),
                  Column("filtered", 4, "right"), Column("exploded", 5, "right"),
                  Column("waited in", 4, "right"), Column("waited out", 4, "right"),
-                 Column("attempts", 5, "right"), Column("cache", 3), Column("artifacts", 7)]
+                 Column("attempts", 5, "right"), Column("cache", 3), Column("why", 4, wraps=20),
+                 Column("artifacts", 7)]
 
 
 def _run_row(r: dict[str, Any]) -> list[str]:
@@ -223,7 +224,7 @@ def _stage_row(s: dict[str, Any]) -> list[str]:
             format_count(s["dead_lettered"]), format_count(s["filtered"]),
             format_count(s["exploded"]), format_seconds(s["waited_input"]),
             format_seconds(s["waited_output"]), format_count(s["attempts"]), cache,
-            ", ".join(outputs)]
+            s.get("reason") or "", ", ".join(outputs)]
 
 
 def _print_evaluation(out: Console, stage: str, evaluation: dict[str, Any], wide: bool) -> None:

@@ -93,10 +93,9 @@ SHOWN = {
     ("schedule", "list", 100): [["name", "paused", "next fire (UTC)", "cron", "tz", "runner",
                                  "overlap"]],
     # (the run's stages were reused: their seconds and filtered are 0 in every row, so the
-    # run they came from, and then their attempts, come before them)
+    # run they came from, and then why, come before them)
     ("runs", "show", 80): [["stage", "status", "component", "in", "out", "dead", "cache"]],
-    ("runs", "show", 100): [["stage", "status", "component", "in", "out", "seconds", "dead",
-                             "attempts", "cache"]],
+    ("runs", "show", 100): [["stage", "status", "component", "in", "out", "cache", "why"]],
 }
 ALL = {("runs", "list"): ["run", "status", "pipeline", "started (UTC)", "seconds", "runner",
                           "trigger", "finished (UTC)"],
