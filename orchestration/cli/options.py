@@ -55,9 +55,12 @@ class RunnerName(StrEnum):
 
 ROOT_HELP = ("Artifact root: a folder or an fsspec URL (s3://bucket/prefix; "
              "credentials from the environment, never in the URL).")
+# (a URL is not written whole here: rich's help table cuts a word wider than its column)
+STORE_HELP = ("The run store: a database URL, postgresql+psycopg:// then user@host/db for "
+              "PostgreSQL; default: SQLite at ROOT/seqline.db.")
 Store = Annotated[str | None, typer.Option(
     "--store", envvar=STORE_VARIABLE,
-    help="Run store URL, e.g. postgresql+psycopg://user@host/db (default: SQLite under --root).")]
+    help=STORE_HELP)]
 # `--root` as text: a local folder or an fsspec URL (a Path would turn s3://b into s3:/b).
 RootUrl = Annotated[str, typer.Option(
     "--root", envvar=ROOT_VARIABLE,

@@ -27,6 +27,7 @@ from seqline.orchestration.cli.console import (
 )
 from seqline.orchestration.cli.options import (
     ROOT_HELP,
+    STORE_HELP,
     RunnerName,
     Wide,
     fail,
@@ -73,9 +74,7 @@ def run(
     pipeline: Annotated[Path, typer.Argument(help="The pipeline file (YAML).")],
     runner: Annotated[RunnerName, typer.Option(help="Where map stages run.")] = RunnerName.local,
     root: Annotated[str, typer.Option(envvar=ROOT_VARIABLE, help=ROOT_HELP)] = DEFAULT_ROOT,
-    store: Annotated[str | None, typer.Option(
-        envvar=STORE_VARIABLE, help="Run store URL, e.g. postgresql+psycopg://user@host/db; "
-                                    "default: SQLite at ROOT/seqline.db.")] = None,
+    store: Annotated[str | None, typer.Option(envvar=STORE_VARIABLE, help=STORE_HELP)] = None,
     run_id: Annotated[str | None, typer.Option(help="Run id; default: time + random.")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Parallel workers.")] = 2,
     window: Annotated[int | None, typer.Option(
@@ -90,11 +89,12 @@ def run(
     ray_address: Annotated[str | None, typer.Option(
         help="Join this Ray cluster instead of starting Ray locally.")] = None,
     beam_mode: Annotated[BeamMode, typer.Option(
-        help="The FnApiRunner's mode.")] = BeamMode.multi_processing,
+        metavar="MODE", help="The FnApiRunner's mode: in_memory, multi_threading or "
+                             "multi_processing.")] = BeamMode.multi_processing,
     beam_option: Annotated[list[str] | None, typer.Option(
         metavar="KEY=VALUE", help="A Beam pipeline option, repeated: e.g. runner=FlinkRunner, "
-                                  "temp_location=s3://bucket/tmp (another runner than the "
-                                  "FnApiRunner needs one).")] = None,
+                                  "or temp_location= a bucket's path (a runner other than "
+                                  "the FnApiRunner needs one).")] = None,
     check: Annotated[bool, typer.Option(
         "--verify/--no-verify", help="End with `seqline verify` of the run (reads every "
                                      "shard back).")] = True,
