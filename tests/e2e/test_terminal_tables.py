@@ -43,7 +43,8 @@ def _piped(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
                             env={**os.environ, "COLUMNS": "80"})
 
 
-def _on_a_terminal(folder: Path, columns: int, *args: str, status: int = 0) -> str:
+def _on_a_terminal(folder: Path, columns: int, *args: str, status: int = 0,
+                   root: bool = True) -> str:
     """The command's output on a pseudo-terminal `columns` wide, escape codes removed."""
     leader, follower = pty.openpty()
     environment = {k: v for k, v in os.environ.items()
@@ -63,7 +64,8 @@ def _on_a_terminal(folder: Path, columns: int, *args: str, status: int = 0) -> s
 
     reader = threading.Thread(target=read)
     reader.start()
-    proc = subprocess.run([EXE, *args, "--root", "root"], cwd=folder, env=environment,
+    proc = subprocess.run([EXE, *args, *(["--root", "root"] if root else [])], cwd=folder,
+                          env=environment,
                           stdin=follower, stdout=follower, stderr=follower, timeout=120)
     os.close(follower)
     reader.join(timeout=30)
@@ -193,3 +195,18 @@ def test_tables_lookup_fits_with_its_places_wrapped(project):
     piped = _piped(folder, "lookup", LONG_RUN, "5")
     assert any("in.csv, line 7 (record 5 of the file)" in line
                for line in piped.stdout.splitlines()), piped.stdout
+
+
+# Every command's help; rich's help table cuts a word wider than its column with "…".
+HELPS = [[], ["run"], ["verify"], ["lookup"], ["runs", "list"], ["runs", "show"],
+         ["runs", "logs"], ["schedule", "add"], ["schedule", "show"], ["schedule", "export"],
+         ["scheduler"], ["backfill"], ["dashboard"], ["store", "rebuild"], ["schema"]]
+
+
+def test_help_at_80_columns_cuts_no_word(tmp_path):
+    cut = []
+    for command in HELPS:
+        text = _on_a_terminal(tmp_path, 80, *command, "--help", root=False)
+        cut += [f"{' '.join(command)}: {line.strip()}" for line in text.splitlines()
+                if re.search(r"\S… *│$", line)]
+    assert cut == []
