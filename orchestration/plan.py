@@ -12,7 +12,7 @@ from seqline.orchestration.cache import cache_hits, cache_parts, intact_committe
 from seqline.orchestration.key_changes import changes
 from seqline.orchestration.preflight import check_before_work
 from seqline.orchestration.run_options import RunOptions
-from seqline.pipeline.artifacts import run_dir
+from seqline.pipeline.artifacts import read_run_record, run_dir
 from seqline.pipeline.errors import ConfigError
 from seqline.pipeline.specs import (
     ComponentSpec,
@@ -199,9 +199,10 @@ def _check_run_id(folder: Folder, run_id: str, resume: bool, store: Any | None) 
         raise ConfigError(f"no run {run_id!r} to resume under {shown(folder.parent)}; check "
                           "--run-id and --root (see `seqline runs list`).")
     if not resume and exists:
+        succeeded = read_run_record(folder).get("status") == "succeeded"
+        finish = "" if succeeded else ", or add --resume to finish it"
         raise ConfigError(f"run id {run_id!r} is already used under {shown(folder.parent)}; "
-                          "choose another --run-id (or omit it for a fresh one), or add "
-                          "--resume to finish it.")
+                          f"choose another --run-id (or omit it for a fresh one){finish}.")
 
 
 def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: RunOptions,

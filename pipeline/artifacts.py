@@ -62,6 +62,15 @@ def read_manifest(stage_dir: Folder | str) -> dict[str, Any]:
     return json.loads((place / MANIFEST).read_text())  # type: ignore[no-any-return]
 
 
+def read_run_record(run: Folder) -> dict[str, Any]:
+    """The run's run.json (its status, plan and stages), or {} if it has none yet."""
+    try:
+        found = json.loads((run / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def committed_stages(run: Folder) -> list[Folder]:
     """A run's stage folders that hold a committed manifest, by name."""
     return [d for d in storage_of(run).entries(run) if (d / MANIFEST).exists()]

@@ -72,9 +72,17 @@ def test_run_failing_function_exits_1_naming_stage_block_and_seq(folder):
 
 
 def test_run_same_run_id_twice_exits_2(folder):
+    """The id of a run that succeeded is taken, with nothing to finish: --resume is offered
+    for one that did not."""
     assert _cli(folder, GOOD).exit_code == 0
     result = _cli(folder, GOOD)
     assert result.exit_code == 2 and "already used" in result.output
+    assert "--resume" not in result.output
+    failing = GOOD.replace("latency:double", "latency:boom_at").replace(
+        '"latency:boom_at"}', '"latency:boom_at", fn_kwargs: {seq: 6}}')
+    assert _cli(folder, failing, "--run-id", "r2").exit_code == 1
+    again = _cli(folder, failing, "--run-id", "r2")
+    assert again.exit_code == 2 and "add --resume to finish it" in again.output
 
 
 BAD_INPUTS = [
