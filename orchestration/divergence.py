@@ -14,14 +14,13 @@ seq range differs, or which holds an example built from the first diverging reco
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from seqline.pipeline.artifacts import read_manifest, run_dir
+from seqline.pipeline.artifacts import read_manifest, read_run_record, run_dir
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.storage import Folder, open_root
 from seqline.pipeline.tfrecord.coding import decode, schema_from_text
@@ -82,9 +81,7 @@ def first_batch(root: Folder | str, run_a: str, run_b: str, seq: int | None
 
 
 def _stages(run: Folder) -> list[str]:
-    if not (run / "run.json").exists():
-        return []
-    return list(json.loads((run / "run.json").read_text()).get("stages") or [])
+    return list(read_run_record(run).get("stages") or [])
 
 
 def _manifest(run: Folder, stage: str) -> dict[str, Any] | None:

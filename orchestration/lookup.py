@@ -14,14 +14,13 @@ only, so a run on S3 answers as one on disk.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from seqline.components import Source  # an input file, opened as ingest opens it
-from seqline.pipeline.artifacts import read_manifest, run_dir
+from seqline.pipeline.artifacts import read_manifest, read_run_record, run_dir
 from seqline.pipeline.deadletters import read_dead_letters
 from seqline.pipeline.errors import RunNotFound
 from seqline.pipeline.storage import Folder, open_root, storage_of
@@ -71,7 +70,7 @@ def lookup_seq(root: Folder | str, run_id: str, seq: int) -> SeqPlace:
     run = run_dir(open_root(root) if isinstance(root, str) else root, run_id)
     if not (run / "run.json").exists():
         raise RunNotFound(run_id, f"under --root {given}", given)
-    names = json.loads((run / "run.json").read_text()).get("stages") or []
+    names = read_run_record(run).get("stages") or []
     manifests = {n: read_manifest(run / n) for n in names if (run / n / "manifest.json").exists()}
     train = next((m for m in manifests.values() if m.get("component") == "train"), None)
     places: list[StagePlace] = []

@@ -14,7 +14,7 @@ import numpy as np
 from seqline.components import COMPONENTS
 from seqline.orchestration.seq_gaps import duplicated, missing, said
 from seqline.orchestration.shard_reads import ShardRead, ShardReads, check_shard
-from seqline.pipeline.artifacts import VERDICT, read_manifest, run_dir
+from seqline.pipeline.artifacts import VERDICT, read_manifest, read_run_record, run_dir
 from seqline.pipeline.audit import seq_digest
 from seqline.pipeline.deadletters import DEAD_LETTERS
 from seqline.pipeline.errors import RunNotFound
@@ -75,7 +75,7 @@ def verify_run(root: Folder | str, run_id: str, reads: ShardReads | None = None
     try:
         # every stage's shards are read ahead, in pipeline order, while earlier stages are
         # checked; each stage then takes its shards' results in manifest order
-        record = json.loads((folder / "run.json").read_text())
+        record = read_run_record(folder)
         stages = [(d, read_manifest(d)) for d in _stage_dirs(folder, record)]
         shard_reads = [_read_shards(pool, d, m, reads) for d, m in stages]
         for (stage_dir, manifest), stage_reads in zip(stages, shard_reads, strict=True):
