@@ -200,9 +200,10 @@ def _check_run_id(folder: Folder, run_id: str, resume: bool, store: Any | None) 
                           "--run-id and --root (see `seqline runs list`).")
     if not resume and exists:
         succeeded = read_run_record(folder).get("status") == "succeeded"
-        finish = "" if succeeded else ", or add --resume to finish it"
+        finish = "" if succeeded else ", or add --resume (resume=True) to finish it"
         raise ConfigError(f"run id {run_id!r} is already used under {shown(folder.parent)}; "
-                          f"choose another --run-id (or omit it for a fresh one){finish}.")
+                          "choose another --run-id (run_id= in Python), or none for a fresh "
+                          f"one{finish}.")
 
 
 def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: RunOptions,

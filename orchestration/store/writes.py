@@ -85,7 +85,8 @@ class RunWriter:
             if self._known(run_id):  # the unique key, not another constraint, refused it
                 raise RunIdTaken(
                     f"run id {run_id!r} is already used in the run store. Choose another "
-                    "--run-id (or omit it for a fresh one), or add --resume to finish it."
+                    "--run-id (run_id= in Python), or none for a fresh one, or add --resume "
+                    "(resume=True) to finish it."
                 ) from exc
             raise
 

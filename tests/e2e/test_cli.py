@@ -82,7 +82,7 @@ def test_run_same_run_id_twice_exits_2(folder):
         '"latency:boom_at"}', '"latency:boom_at", fn_kwargs: {seq: 6}}')
     assert _cli(folder, failing, "--run-id", "r2").exit_code == 1
     again = _cli(folder, failing, "--run-id", "r2")
-    assert again.exit_code == 2 and "add --resume to finish it" in again.output
+    assert again.exit_code == 2 and "add --resume (resume=True) to finish it" in again.output
 
 
 BAD_INPUTS = [
