@@ -16,9 +16,8 @@ import yaml
 from pydantic import BaseModel
 
 from seqline.components import COMPONENTS
-from seqline.orchestration.events import EventBus, RunEnded, Subscriber
+from seqline.orchestration.events import EventBus, Subscriber
 from seqline.orchestration.executor import run_plan
-from seqline.orchestration.failures import error_line, error_traceback
 from seqline.orchestration.plan import RunPlan, plan_run
 from seqline.orchestration.processes import sigterm_cancels
 from seqline.orchestration.recorder import RunRecorder
@@ -40,7 +39,7 @@ from seqline.pipeline.config import (
     parse_pipeline,
 )
 from seqline.pipeline.deadletters import ErrorBudget
-from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError, StageError
+from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
 from seqline.pipeline.specs import PipelineSpec, StageSpec
 from seqline.pipeline.storage import Folder, absolute, open_root
 
@@ -225,17 +224,17 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
         except KeyboardInterrupt as exc:
             cancelled = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")
             cancelled.run_id = run_id
-            _ended(bus, reports, "cancelled", cancelled)
+            bus.publish(reports.run_ended(plan, "cancelled", cancelled))
             raise cancelled from None
         except SeqlineError as exc:
-            _ended(bus, reports, "failed", exc)
+            bus.publish(reports.run_ended(plan, "failed", exc))
             if raise_on_error or isinstance(exc, ConfigError):
                 raise
             return RunResult(run_id, "failed", root, reports.stages, error=exc, plan=plan)
         except BaseException as exc:
-            _ended(bus, reports, "failed", exc)
+            bus.publish(reports.run_ended(plan, "failed", exc))
             raise
-        _ended(bus, reports, "succeeded")
+        bus.publish(reports.run_ended(plan, "succeeded"))
     checks = verify_run(root, run_id, reads) if options.verify else None
     return RunResult(run_id, "succeeded", root, reports.stages, checks, plan=plan)
 
@@ -256,9 +255,10 @@ def run_pipeline(spec: PipelineSpec, runner: Runner, root: Folder | str, run_id:
     try:
         run_plan(plan, spec, runner, root, bus)
     except BaseException as exc:
-        _ended(bus, reports, "cancelled" if isinstance(exc, KeyboardInterrupt) else "failed", exc)
+        bus.publish(reports.run_ended(plan, "cancelled" if isinstance(exc, KeyboardInterrupt)
+                                      else "failed", exc))
         raise
-    _ended(bus, reports, "succeeded")
+    bus.publish(reports.run_ended(plan, "succeeded"))
     return reports.stages
 
 
@@ -311,21 +311,6 @@ def _runner(options: RunOptions, bus: EventBus) -> Iterator[Runner]:
     with make_runner(options.runner, workers=options.workers, window=options.window,
                      **engine) as runner:
         yield runner
-
-
-def _ended(bus: EventBus, reports: RunReports, status: str,
-           error: BaseException | None = None) -> None:
-    """The run's end, its stages counted by how they ended (as every surface counts them)."""
-    ended = [r.status for r in reports.stages]
-    stage_error = error if isinstance(error, StageError) else None
-    bus.publish(RunEnded(status=status, ran=sum(s in ("succeeded", "failed") for s in ended),
-                         reused=sum(s in ("cached", "kept") for s in ended),
-                         not_run=sum(s not in ("succeeded", "failed", "cached", "kept")
-                                     for s in ended),
-                         message=error_line(error) if error else None,
-                         traceback=error_traceback(error) if error else None,
-                         error_stage=stage_error.stage if stage_error else None,
-                         error_seq=stage_error.seq if stage_error else None))
 
 
 def _open_record(runs: RunStore, spec: PipelineSpec, plan: RunPlan,

@@ -27,7 +27,7 @@ from seqline.orchestration.runners import Runner
 from seqline.orchestration.shard_reads import ShardReads
 from seqline.orchestration.stage_output import Tally
 from seqline.orchestration.stage_work import map_spec, run_data_stage, run_driver
-from seqline.pipeline.artifacts import StageArtifact, link_stage, read_manifest, run_dir
+from seqline.pipeline.artifacts import VERDICT, StageArtifact, link_stage, read_manifest, run_dir
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import Cancelled, StageError
 from seqline.pipeline.feed import ShardFeed
@@ -147,8 +147,8 @@ def _open_run(folder: Folder, resume: bool) -> Folder:
     storage = storage_of(folder)
     if resume:
         for leftover in storage.entries(folder):
-            if fnmatch(leftover.name, ".*.tmp-*"):
-                storage.remove(leftover)
+            if fnmatch(leftover.name, ".*.tmp-*") or leftover.name == VERDICT:
+                storage.remove(leftover)  # (a verdict of the attempt before: stale now)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -159,6 +159,17 @@ class AssemblyLine:
     def committed(self, stage: str) -> Folder:
         return self._committed[stage].result()
 
+    def wait_committed(self, stage: str) -> Folder:
+        """`committed`, for a stage thread: a line that stops (a cancel, another failure)
+        ends the wait, as it ends a wait on a belt."""
+        future = self._committed[stage]
+        while True:
+            try:
+                return future.result(timeout=_POLL)
+            except TimeoutError:
+                if self.stop.is_set():
+                    raise Stopped from None
+
     def is_committed(self, stage: str) -> bool:
         future = self._committed.get(stage)
         return future is not None and future.done() and future.exception() is None

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from seqline.orchestration.events import (
     BlocksDone,
     Event,
+    RunEnded,
     StageCommitted,
     StageFailed,
     StagePlanned,
@@ -15,8 +17,13 @@ from seqline.orchestration.events import (
     StageSkipped,
     StageStarted,
 )
+from seqline.orchestration.failures import error_line, error_traceback
+from seqline.pipeline.errors import StageError
 from seqline.pipeline.storage import Folder
 from seqline.pipeline.tasks import Counts
+
+if TYPE_CHECKING:
+    from seqline.orchestration.plan import RunPlan
 
 __all__ = ["RunReports", "StageReport"]
 
@@ -59,6 +66,21 @@ class RunReports:
     def stages(self) -> list[StageReport]:
         with self._lock:
             return list(self._reports.values())
+
+    def run_ended(self, plan: RunPlan, status: str, error: BaseException | None = None
+                  ) -> RunEnded:
+        """The run's end, its stages counted by how they ended: run now (to their commit or
+        their failure), reused or kept, and the rest (stopped, or never started)."""
+        ended = [r.status for r in self.stages]
+        ran = sum(s in ("succeeded", "failed") for s in ended)
+        reused = sum(s in ("cached", "kept") for s in ended)
+        stage_error = error if isinstance(error, StageError) else None
+        return RunEnded(status=status, ran=ran, reused=reused,
+                        not_run=len(plan.steps) - ran - reused,
+                        message=error_line(error) if error else None,
+                        traceback=error_traceback(error) if error else None,
+                        error_stage=stage_error.stage if stage_error else None,
+                        error_seq=stage_error.seq if stage_error else None)
 
     def __call__(self, event: Event) -> None:
         with self._lock:

@@ -173,8 +173,8 @@ def _upstream_committed(step: Step, run: RunContext) -> None:
     if step.source is None or (step.takes != "belt" and not step.fused_after):
         return
     try:
-        run.line.committed(step.source)
-    except BaseException as exc:
+        run.line.wait_committed(step.source)
+    except BaseException as exc:  # its failure is told on it; this one stops
         raise Stopped(f"stage {step.stage!r}: upstream {step.source!r} did not commit") from exc
 
 

@@ -20,7 +20,9 @@ from seqline.pipeline.deadletters import DEAD_LETTERS
 from seqline.pipeline.errors import RunNotFound
 from seqline.pipeline.storage import Folder, open_root, storage_of, write_json
 
-__all__ = ["StageCheck", "verdict", "verify_run"]
+__all__ = ["UNCOMMITTED", "StageCheck", "verdict", "verify_run"]
+
+UNCOMMITTED = "no committed output"  # the problem of a planned stage that did not commit
 
 # Shards read at once: inflating, hashing and reading from an object store release the GIL, so
 # a thread per core (and two more to cover a store's latency) keeps every core busy.
@@ -48,7 +50,9 @@ class StageCheck:
 
 def verify_run(root: Folder | str, run_id: str, reads: ShardReads | None = None
                ) -> list[StageCheck]:
-    """Check each committed stage of a run, in pipeline order.
+    """Check each stage of a run, in pipeline order: a stage it planned and did not commit
+    is a problem (a run that failed, was cancelled or is running vouches for nothing more
+    than it committed).
 
     Checks: the accounting (records_in + exploded = records_out + filtered + dead_lettered);
     for stored records, each shard's bytes, checksum, count and seq range, seq order within
@@ -92,7 +96,8 @@ def verify_run(root: Folder | str, run_id: str, reads: ShardReads | None = None
         if reads is not None:
             reads.close()
     checks = _with_uncommitted(checks, record)
-    _save_verdict(folder, checks)
+    if record.get("status") != "running":  # a run going on would outdate it
+        _save_verdict(folder, checks)
     return checks
 
 
@@ -135,12 +140,13 @@ def _with_uncommitted(checks: list[StageCheck], record: dict[str, Any]) -> list[
     (a run that did not succeed vouches for nothing it did not commit)."""
     found = {c.stage: c for c in checks}
     status = record.get("status")
-    why = {"failed": "the run failed", "cancelled": "the run was cancelled"}.get(
+    why = {"failed": "the run failed", "cancelled": "the run was cancelled",
+           "succeeded": "its manifest is gone (removed since the run)"}.get(
         str(status), "the run has not ended (it is running, or its driver was stopped: "
         "`seqline runs show` tells which)")
     return [found.get(step["stage"]) or StageCheck(
                 step["stage"], step.get("component") or "-",
-                problems=[f"no committed output: {why}."])
+                problems=[f"{UNCOMMITTED}: {why}."])
             for step in _planned(record)] or checks
 
 

@@ -41,8 +41,8 @@ class ErrorBudget(BaseModel):
     With no budget (the default) the first bad record fails the run, naming it. With one, bad
     records go to the stage's dead letters, and the stage fails at its end if more than
     `max_fraction` of its input was bad, or as soon as more than `max_records` were. Each
-    limit applies when given; `errors: {}` gives none, and then any bad record fails the
-    stage at its end (the dead letters all kept).
+    limit applies when given; `errors: {}` gives none: the stage reads on to its end, counts
+    every bad record and then fails, naming the first (a failed stage commits nothing).
 
     Example: `errors: {max_fraction: 0.01}` lets 10 bad rows of 1,000 through, not 11;
     `errors: {max_records: 3}` lets 3 through, whatever the input's size.

@@ -139,8 +139,9 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]],
     # one rule; the table adds one more rule at its right edge.
     needs = [max([cell_len(col.header), *(cell_len(r[i].plain) for r in texts)]) + 3
              for i, col in enumerate(columns)]
-    least = [min(needs[i], col.wraps + 3) if col.wraps else needs[i]
-             for i, col in enumerate(columns)]
+    # prose wraps at words, never narrower than its longest (an id in a reason, a path)
+    least = [min(needs[i], max(col.wraps, _longest_word(texts, i), cell_len(col.header)) + 3)
+             if col.wraps else needs[i] for i, col in enumerate(columns)]
     shown = {i for i, col in enumerate(columns) if col.priority == 0}
     widths = {i: needs[i] for i in range(len(columns))}
     if width is None:
@@ -155,7 +156,7 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]],
                 used += least[i]
         for i in sorted(shown):  # what is left of the width goes to the prose
             if columns[i].wraps:
-                widths[i] = min(needs[i], least[i] + width - used)
+                widths[i] = min(needs[i], least[i] + max(0, width - used))
                 used += widths[i] - least[i]
     table = Table(title=title, title_justify="left", highlight=False)
     for i, col in enumerate(columns):
@@ -163,10 +164,15 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]],
             wrapped = widths[i] < needs[i]
             table.add_column(col.header, justify=col.justify, no_wrap=not wrapped,
                              min_width=widths[i] - 3, max_width=widths[i] - 3 if wrapped
-                             else None)
+                             else None, overflow="fold")  # (rich's default cuts with …)
     for row in texts:
         table.add_row(*(cell for i, cell in enumerate(row) if i in shown))
     return table, [col.header for i, col in enumerate(columns) if i not in shown]
+
+
+def _longest_word(texts: list[list[Text]], column: int) -> int:
+    return max((cell_len(word) for row in texts for word in row[column].plain.split()),
+               default=0)
 
 
 def _blank(texts: list[list[Text]], column: int) -> bool:
@@ -210,7 +216,8 @@ def print_fields(out: Console, fields: Sequence[tuple[str, object]]) -> None:
     a long one for the eye; it is copied, and grepped in a pipe, as one line)."""
     width = max((len(name) for name, _ in fields), default=0) + 2
     for name, value in fields:
-        out.print(f"{name:<{width}}{_printable(value)}", markup=False, highlight=False)
+        out.print(f"{name:<{width}}{_printable(value)}".rstrip(), markup=False,
+                  highlight=False)
 
 
 @contextmanager

@@ -148,16 +148,17 @@ def run(
             cache=cache, resume=resume, verify=check, trigger=trigger.value,
             output="quiet" if output.quiet else "verbose" if output.verbose else "normal",
             engine=_engine(runner, ray_address, beam_mode, beam_option, pipeline))
-        if not (dry_run or output.verbose) and _trains(pipeline):
-            # training runs in this process: TF's C++ start-up kept out, imported before the
-            # pipeline loads (a model named as `module:function` is imported with it)
-            quiet_tensorflow()
+        if not (dry_run or output.verbose) and _model_module(pipeline):
+            quiet_tensorflow()  # (before the pipeline loads: the model's module imports keras)
         spec = load_pipeline(pipeline, COMPONENTS)
         if dry_run:
             _print_plan(plan_pipeline(spec, options, root=root, store=store, run_id=run_id),
                         as_json, wide)
             return
         _check_root(root)
+        if not output.verbose and any("tensorflow" in COMPONENTS[s.component].driver_imports
+                                      for s in spec.stages):
+            quiet_tensorflow()  # training runs in this process: keep TF's C++ start-up out
         with stdout_to_stderr(as_json), progress_bars(spec) as progress:
             result = execute(spec, options, root=root, store=store, run_id=run_id,
                              pipeline_file=pipeline, subscribers=[progress])
@@ -192,19 +193,16 @@ def run(
         raise typer.Exit(1)
 
 
-def _trains(pipeline: Path) -> bool:
-    """Whether the pipeline file names a component that imports TensorFlow in this process
-    (read as plain YAML: load_pipeline then checks it, and says what is wrong with it)."""
+def _model_module(pipeline: Path) -> bool:
+    """Whether a stage's `model` is `module:function`, imported as the pipeline loads (read as
+    plain YAML: load_pipeline then checks the file and says what is wrong with it)."""
     import yaml
-
-    from seqline.components import COMPONENTS
 
     try:
         stages = yaml.safe_load(pipeline.read_text()).get("stages") or []
-        named = {s.get("component") for s in stages if isinstance(s, dict)}
+        return any(":" in str((s.get("params") or {}).get("model", "")) for s in stages)
     except (OSError, yaml.YAMLError, AttributeError, TypeError):
         return False
-    return any("tensorflow" in COMPONENTS[c].driver_imports for c in named if c in COMPONENTS)
 
 
 def _engine(runner: RunnerName, ray_address: str | None, beam_mode: BeamMode,

@@ -211,8 +211,8 @@ def _run_fields(run: dict[str, Any]) -> list[tuple[str, object]]:
     fields += [("seconds", format_seconds(run["seconds"])),
                *((name, _text(run[name])) for name in ("host", "pid", "seqline_version"))]
     fields.append(("options", json.dumps(run["options"], sort_keys=True)))
-    if run["error"]:
-        fields.append(("error", run["error"]["message"]))
+    if run["error"]:  # (a store before revision 5 kept the traceback under the line)
+        fields.append(("error", (run["error"]["message"] or "").strip().split("\n")[0]))
     return fields
 
 

@@ -303,6 +303,16 @@ def test_verify_of_a_failed_run_vouches_only_for_what_it_committed(readings):
     assert shown.returncode == 1
     assert [row.split("│")[1].strip() for row in _table_rows(shown.stdout)
             if row.startswith("│")] == ["read", "examples", "features"]
+    assert shown.stdout.splitlines()[-1] == \
+        "The run did not commit every stage; what it committed holds the contract."
+    # finished without verify, it keeps no verdict of the failed attempt (the dashboard's)
+    verdict_file = readings / "root" / "runs" / "f" / "verify.json"
+    assert verdict_file.exists()
+    features.write_text(features.read_text().replace('"humidty"', '"humidity"'))
+    done = _seqline(readings, "run", "data-only.yaml", "--root", "root", "--run-id", "f",
+                    "--resume", "--no-verify")
+    assert done.returncode == 0, done.stderr
+    assert not verdict_file.exists()
 
 
 def test_a_model_of_your_own_imports_tensorflow_quietly_too(readings):

@@ -208,5 +208,5 @@ def test_help_at_80_columns_cuts_no_word(tmp_path):
     for command in HELPS:
         text = _on_a_terminal(tmp_path, 80, *command, "--help", root=False)
         cut += [f"{' '.join(command)}: {line.strip()}" for line in text.splitlines()
-                if re.search(r"\S… *│$", line)]
+                if re.search(r"[\w/:.+-]…", line)]  # (the dashboard's `?token=…` is text)
     assert cut == []

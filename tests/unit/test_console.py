@@ -13,6 +13,7 @@ from seqline.orchestration.cli.console import (
     format_rate,
     format_seconds,
     format_time,
+    print_fields,
     print_table,
 )
 
@@ -128,3 +129,26 @@ def test_console_prose_wraps_in_the_width_left_and_ids_stay_whole():
     piped = Console(width=10_000, force_terminal=False, record=True)
     print_table(piped, columns, rows)
     assert reason in piped.export_text()  # whole, on one line
+
+
+@pytest.mark.parametrize("width", [20, 40, 60, 80])
+def test_console_prose_never_cuts_or_breaks_a_word(width):
+    """A reason naming a long run id, a place naming a path: wrapped at spaces only, however
+    narrow the terminal (rich's columns cut a word longer than them with …)."""
+    run_id = "nightly-weather-backfill-20261123T020000Z"
+    columns = [Column("stage"), Column("why", 0, wraps=20)]
+    rows = [["examples", f"reused from run {run_id} (took 0.07 s)"],
+            ["read", "/tmp/a/rather/deep/folder/of/inputs/in.csv, line 7 (record 5)"]]
+    out = Console(width=width, force_terminal=True, color_system=None, record=True)
+    print_table(out, columns, rows)
+    text = out.export_text()
+    assert "…" not in text
+    words = " ".join(line.split("│")[2].strip() for line in text.splitlines()
+                     if line.startswith("│")).split()
+    assert run_id in words and "/tmp/a/rather/deep/folder/of/inputs/in.csv," in words
+
+
+def test_console_fields_are_whole_lines_without_trailing_spaces():
+    out = Console(width=10_000, force_terminal=False, record=True)
+    print_fields(out, [("run_id", "r1"), ("finished", ""), ("error", "a" * 300)])
+    assert out.export_text().splitlines() == ["run_id    r1", "finished", "error     " + "a" * 300]

@@ -323,3 +323,28 @@ def test_line_feed_of_a_stage_that_stores_no_records_says_which_to_read(tmp_path
     with pytest.raises(ConfigError, match=rf"^stage '{stage}' does not store records, so no "
                                           r"later stage can read them; read a tfrecord_write"):
         line.feed(stage)
+
+
+def test_line_a_wait_for_a_commit_ends_when_the_line_stops(tmp_path):
+    """A stage fed by a belt waits for its upstream's commit before its own (decision 66); a
+    cancel stops the line while that upstream still finishes: the wait ends, Stopped, as a
+    wait on a belt does, and the waiting stage never commits after the run gave it up."""
+    line = AssemblyLine(tmp_path)
+    line.add_stage("read")
+    ended: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            line.wait_committed("read")
+        except BaseException as exc:  # noqa: BLE001 - what ended it, for the test
+            ended.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(3 * POLL)
+    assert waiter.is_alive()  # `read` has not committed: it waits
+    line.stop.set()
+    waiter.join(timeout=SETTLE)
+    assert not waiter.is_alive() and [type(e) for e in ended] == [Stopped]
+    line.mark_committed("read", tmp_path)
+    assert line.wait_committed("read") == tmp_path
