@@ -122,8 +122,8 @@ def _failure(run: dict[str, Any]) -> dict[str, Any] | None:
     # A store older than revision 5 kept the traceback under the line, in the message.
     folded = error.get("traceback") or "\n".join(lines[1:]).strip() or None
     # headed as every other surface names the run's end (a cancel is not a failure)
-    heading = {"cancelled": "Cancelled", "interrupted": "Interrupted"}.get(run.get("status"),
-                                                                           "Failed")
+    heading = {"cancelled": "Cancelled", "interrupted": "Interrupted"}.get(
+        str(run.get("status")), "Failed")
     return {"line": lines[0] if lines else "failed", "stage": error.get("stage"),
             "seq": error.get("seq"), "traceback": folded, "heading": heading}
 
