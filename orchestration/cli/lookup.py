@@ -53,7 +53,8 @@ def lookup(
     if as_json:
         print_json(place.as_json())
     elif gone:  # not in the run at all: one line, what happened to it
-        reason = place.stages[0].line if place.stages else "the run has no committed stage"
+        reason = f"stage {place.stages[0].stage!r}: {place.stages[0].line}" if place.stages \
+            else "the run has no committed stage"
         out.print(Text(f"seq {seq:,} in {run_id}: {reason}"))
     else:
         print_table(out, [Column("stage"), Column("where", wraps=30)],

@@ -148,7 +148,7 @@ def run(
             cache=cache, resume=resume, verify=check, trigger=trigger.value,
             output="quiet" if output.quiet else "verbose" if output.verbose else "normal",
             engine=_engine(runner, ray_address, beam_mode, beam_option, pipeline))
-        if not (dry_run or output.verbose) and _model_module(pipeline):
+        if not output.verbose and _model_module(pipeline):
             quiet_tensorflow()  # (before the pipeline loads: the model's module imports keras)
         spec = load_pipeline(pipeline, COMPONENTS)
         if dry_run:

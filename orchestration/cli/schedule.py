@@ -226,6 +226,10 @@ def print_detail(out: Console, detail: dict[str, Any], wide: bool = False) -> No
         "overlap", "catchup", "max_catchup", "start", "end", "created")])
     print_table(out, [Column("next fire times (UTC)")],
                 [[format_time(fire)] for fire in detail["next"]], wide=wide)
+    if not detail["ticks"]:
+        out.print("ticks: none yet (the scheduler records one at each fire time)",
+                  highlight=False)
+        return
     print_table(out, TICK_COLUMNS, [
         [format_time(t["fire_time"]), t["trigger"], t["status"], t["run_id"], t["run_status"],
          t["reason"]] for t in detail["ticks"]], wide=wide, title="ticks, newest first")

@@ -65,7 +65,8 @@ def test_lookup_of_a_seq_past_the_input_says_so_in_one_line(root):
     done = seqline("lookup", DEMO_RUN, "5000", "--root", str(root))
     assert done.returncode == 1
     assert done.stdout.strip().splitlines() == [
-        f"seq 5,000 in {DEMO_RUN}: out of range: the run read 1,461 records (seq 0-1460)"]
+        f"seq 5,000 in {DEMO_RUN}: stage 'read': out of range: the run read 1,461 records "
+        "(seq 0-1460)"]
 
 
 def test_lookup_of_a_window_input_names_no_batch(root):
@@ -130,7 +131,8 @@ def small_root(tmp_path_factory) -> Path:
 def test_lookup_names_a_dead_letter_and_a_filtered_record(small_root):
     bad = seqline("lookup", "small", "2", "--root", str(small_root))
     assert bad.returncode == 1
-    assert bad.stdout.splitlines() == [f"seq 2 in small: dead-lettered: {_reason(small_root)} "
+    assert bad.stdout.splitlines() == [f"seq 2 in small: stage 'read': dead-lettered: "
+                                       f"{_reason(small_root)} "
                                        f"({small_root.parent / 'in.csv'}, line 4, seq 2)"]
     odd = {p.stage: p for p in lookup_seq(small_root, "small", 3).stages}
     where = odd["write"].detail
