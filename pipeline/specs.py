@@ -61,7 +61,9 @@ class StageSpec(Generic[P]):
 
     @property
     def where(self) -> str:
-        return f"stage {self.name!r}" + (f" (line {self.line})" if self.line else "")
+        # (the pipeline file's line: an error may name an input file's line beside it)
+        return f"stage {self.name!r}" + (f" (line {self.line} of the pipeline file)"
+                                          if self.line else "")
 
 
 @dataclass(frozen=True)

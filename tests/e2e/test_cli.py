@@ -87,7 +87,7 @@ def test_run_same_run_id_twice_exits_2(folder):
 
 BAD_INPUTS = [
     ("malformed CSV row", "x\n1\n2,3\n", {}, GOOD,
-     r"stage 'read' \(line 3\): bad record in \S+in\.csv, line 3, seq 1: "
+     r"stage 'read' \(line 3 of the pipeline file\): bad record in \S+in\.csv, line 3, seq 1: "
      r"CSV parse error: Expected 1 columns, got 2: 2,3; the line: '2,3'. Fix the input, or give "
      r"the pipeline an error budget"),
     ("wrong column type", "x\n1\ntwo\n", {}, GOOD.replace("block_records: 4",
@@ -135,14 +135,16 @@ stages:
 
 BAD_ML = [
     ("unknown label column", ML.replace("label: y", "label: why"), 2,
-     r"stage 'batches' \(line 5\): label column 'why' is not in the records of 'write'; "
+     r"stage 'batches' \(line 5 of the pipeline file\): "
+     r"label column 'why' is not in the records of 'write'; "
      r"columns: x, kind, y"),
     ("non-numeric feature", ML.replace("label: y", "label: y, features: [x, kind]"), 2,
      r"feature 'kind' is string, not a number, and the model takes numbers. Encode it"),
     ("batch size larger than the data", ML.replace("batch_size: 8", "batch_size: 500"), 2,
      r"batch_size 500 is larger than the train split \(32 examples of 40 records\)"),
     ("model function raising", ML.replace("model: tabular_regression", 'model: "badmodel:build"'),
-     1, r"stage 'model' \(line 6\): the model function 'badmodel:build' raised ValueError: "
+     1, r"stage 'model' \(line 6 of the pipeline file\): "
+        r"the model function 'badmodel:build' raised ValueError: "
         r"no layers here"),
 ]
 

@@ -82,10 +82,12 @@ def test_dry_run_without_a_root_makes_none(tmp_path):
 
 @pytest.mark.parametrize(("old", "new", "error"), [
     ("features: [temperature,", "features: [temprature,",
-     "error: stage 'batches' (line 12): feature 'temprature' is not in the records of "
+     "error: stage 'batches' (line 12 of the pipeline file): "
+     "feature 'temprature' is not in the records of "
      "'features'; Did you mean 'temperature'?"),
     ("slices: [site]", "slices: [sitee]",
-     "error: stage 'evaluation' (line 23): slice column 'sitee' is not in the records; "
+     "error: stage 'evaluation' (line 23 of the pipeline file): "
+     "slice column 'sitee' is not in the records; "
      "Did you mean 'site'?"),
 ], ids=["batching feature", "evaluate slice"])
 @pytest.mark.parametrize("dry", [False, True], ids=["run", "dry-run"])

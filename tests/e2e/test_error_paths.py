@@ -61,18 +61,21 @@ PATHS = [
      r"dictionary, found 'mae < 3'\."),
     ("module with a SyntaxError", GOOD.replace("latency:double", "feat:add"),
      {"feat.py": "def add(batch)\n    return batch\n"}, _run(), 2,
-     r"stage 'features' \(line 6\): function 'feat:add': importing module 'feat' failed at "
+     r"stage 'features' \(line 6 of the pipeline file\): "
+     r"function 'feat:add': importing module 'feat' failed at "
      r"\S+feat\.py, line 1: SyntaxError: expected ':'\. Fix the module"),
     ("module with an ImportError", GOOD.replace("latency:double", "feat:add"),
      {"feat.py": "import json\nimport no_such_package_here\n" + FEATURES}, _run(), 2,
-     r"stage 'features' \(line 6\): function 'feat:add': importing module 'feat' failed at "
+     r"stage 'features' \(line 6 of the pipeline file\): "
+     r"function 'feat:add': importing module 'feat' failed at "
      r"\S+feat\.py, line 2: ModuleNotFoundError: No module named 'no_such_package_here'\. "
      r"Install the missing module"),
     ("module that raises on import", GOOD.replace("latency:double", "feat:add"),
      {"feat.py": "LIMIT = int('ten')\n" + FEATURES}, _run(), 2,
      r"importing module 'feat' failed at \S+feat\.py, line 1: ValueError: invalid literal"),
     ("missing function", GOOD.replace("latency:double", "feat:ad"), {"feat.py": FEATURES},
-     _run(), 2, r"stage 'features' \(line 6\): function 'feat:ad': module 'feat' \(\S+feat\.py\) "
+     _run(), 2, r"stage 'features' \(line 6 of the pipeline file\): "
+                r"function 'feat:ad': module 'feat' \(\S+feat\.py\) "
                 r"has no function 'ad'\. Did you mean 'add'\?"),
     ("missing module", GOOD.replace("latency:double", "nofeat:add"), {}, _run(), 2,
      r"function 'nofeat:add': no module 'nofeat'"),
@@ -83,7 +86,8 @@ PATHS = [
     ("bad data without an error budget", GOOD.replace("block_records: 4",
                                                       "block_records: 4, schema: {x: int64}"),
      {"in.csv": "x\n1\ntwo\n"}, _run(), 1,
-     r"Run failed: .*stage 'read' \(line 3\): bad record in \S+in\.csv, line 3, seq 1"),
+     r"Run failed: .*stage 'read' \(line 3 of the pipeline file\): "
+     r"bad record in \S+in\.csv, line 3, seq 1"),
     ("function that fails on a record", GOOD.replace(
         '"latency:double"}', '"latency:boom_at", fn_kwargs: {seq: 6}}'), {}, _run(), 1,
      r"stage 'features' failed on seq 6 \(block 1\): ValueError: bad value at seq 6 \(at "

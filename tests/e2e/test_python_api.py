@@ -50,7 +50,8 @@ def test_to_yaml_round_trips():
 
 
 def test_python_pipeline_gets_the_yaml_messages(tmp_path):
-    with pytest.raises(ConfigError, match=r"stage 'read' \(line 8\): input file "
+    with pytest.raises(ConfigError, match=r"stage 'read' \(line 8 of the pipeline file\): "
+                                          r"input file "
                                           r"'seattle-weather.csv' not found"):
         seqline.Pipeline.from_yaml(_copy_without_data(tmp_path) / "pipeline.yaml")
     with pytest.raises(ConfigError, match=r"pipeline 'seattle_weather': stage 'read': input "

@@ -184,7 +184,8 @@ def test_training_a_label_beyond_the_classes_fails_naming_stage_label_and_seq(tm
     (tmp_path / "pipeline.yaml").write_text(CLASSIFIER)
     spec = load_pipeline(tmp_path / "pipeline.yaml", COMPONENTS)
     with make_runner("local", mode="thread") as runner, pytest.raises(StageError, match=(
-            r"stage 'model' \(line \d+\): the label 'k' is 3 at seq 30, but the model has 2 "
+            r"stage 'model' \(line \d+ of the pipeline file\): "
+            r"the label 'k' is 3 at seq 30, but the model has 2 "
             r"classes .* Set `num_classes` on the train stage")) as error:
         run_pipeline(spec, runner, tmp_path / "root", "r")
     assert (error.value.stage, error.value.seq) == ("model", 30)
@@ -224,7 +225,8 @@ def test_training_on_workers_without_ray_is_a_config_error_naming_the_stage(tmp_
     folder = example_folder(tmp_path, workers=2)
     spec = load_pipeline(folder / "pipeline.yaml", COMPONENTS)
     context = StageContext(tmp_path / "run", tmp_path / "out", "batches", folder, spec.name)
-    with pytest.raises(ConfigError, match=r"stage 'model' \(line \d+\): workers 2 trains "
+    with pytest.raises(ConfigError, match=r"stage 'model' \(line \d+ of the pipeline file\): "
+                                          r"workers 2 trains "
                                           r"through Ray Train; run with --runner ray"):
         train.run_stage(spec.stage("model"), context)
 

@@ -77,7 +77,8 @@ CASES = [
      "{batch_size: 4, label: temperature, features: [dew_point, humidity]}", "{}", None),
     ("a misspelt feature", ADD,
      "{batch_size: 4, label: temperature, features: [temprature]}", "{}",
-     "stage 'batches' (line 6): feature 'temprature' is not in the records of 'features'; "
+     "stage 'batches' (line 6 of the pipeline file): "
+     "feature 'temprature' is not in the records of 'features'; "
      "Did you mean 'temperature'?"),
     ("a misspelt label", ADD, "{batch_size: 4, label: temperatur}", "{}",
      "label column 'temperatur' is not in the records of 'features'; Did you mean"),
@@ -88,7 +89,8 @@ CASES = [
      "feature 'site' is string, not a number"),
     ("a misspelt slice, found before training", ADD,
      "{batch_size: 4, label: temperature}", "{slices: [sitee]}",
-     "stage 'evaluation' (line 8): slice column 'sitee' is not in the records; "
+     "stage 'evaluation' (line 8 of the pipeline file): "
+     "slice column 'sitee' is not in the records; "
      "Did you mean 'site'?"),
     ("a function failing on the sample: the run's error policy decides",
      "{fn: 'fns:fails_on_every_row'}", "{batch_size: 4, label: nothing_checked}", "{}", None),
