@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from seqline.pipeline.blocks import SEQ, seq_of
@@ -109,6 +110,9 @@ def _fails_everywhere(fn: Callable, batch: pa.RecordBatch) -> bool:
 
 def _letter(batch: pa.RecordBatch, row: int, error: BaseException) -> DeadLetter:
     record = batch.slice(row, 1).to_pylist()[0]
+    for field in batch.schema:  # a float32 as written (50.7), not widened (50.70000076293945)
+        if pa.types.is_float32(field.type) and record[field.name] is not None:
+            record[field.name] = float(str(np.float32(record[field.name])))
     seq = record.pop("__seq__")
     return DeadLetter(seq=int(seq), reason=f"{type(error).__name__}: {error}",
                       raw=json.dumps(record, default=str, sort_keys=True))

@@ -112,6 +112,15 @@ def test_preprocess_failing_rows_with_budget_become_dead_letters(tmp_path):
     assert result.counts == Counts(records_in=16, records_out=14, dead_lettered=2)
 
 
+def test_preprocess_dead_letters_keep_a_float32_as_written(tmp_path):
+    """A float32 column's value in a dead letter's raw row is the number as written (50.7),
+    not its widening to a double (50.70000076293945)."""
+    block = Block(0, pa.record_batch({"x": pa.array([50.7, 1.1, 2.5], pa.float32()),
+                                      SEQ: np.arange(3)}))
+    result = _failing_task(tmp_path, "fails_on", ErrorBudget(max_fraction=0.5), bad=[0])(block)
+    assert [json.loads(d.raw) for d in result.dead_letters] == [{"x": 50.7}]
+
+
 def test_preprocess_function_failing_everywhere_fails_instead_of_dead_lettering(tmp_path):
     result = _failing_task(tmp_path, "fails_always", ErrorBudget(max_fraction=1.0))(_block())
     with pytest.raises(StageError, match=r"failed on block 3 \(first seq 200\): KeyError"):
