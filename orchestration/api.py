@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel
 
 from seqline.components import COMPONENTS
+from seqline.orchestration.environment import quiet_engines, quiet_tensorflow
 from seqline.orchestration.events import EventBus, Subscriber
 from seqline.orchestration.executor import run_plan
 from seqline.orchestration.plan import RunPlan, plan_run
@@ -212,6 +213,11 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
     """
     options, run_id = _options_and_id(spec, options, run_id, fields)
     root = absolute(open_root(root))
+    # as `seqline run` does: the engines' own lines (TF's C++ start-up) only when verbose
+    quiet_engines(options.output == "verbose", options.output == "quiet")
+    if options.output != "verbose" and any(
+            "tensorflow" in COMPONENTS[s.component].driver_imports for s in spec.stages):
+        quiet_tensorflow()
     with RunStore.open(*store_url(root, store)) as runs:
         plan = plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
         _open_record(runs, spec, plan, pipeline_file)
