@@ -45,7 +45,7 @@ from seqline.pipeline.specs import PipelineSpec, StageSpec
 from seqline.pipeline.storage import Folder, absolute, open_root
 
 __all__ = ["Pipeline", "RunResult", "Stage", "execute", "new_run_id", "plan_pipeline",
-           "run_options", "run_pipeline"]
+           "quiet_run", "run_options", "run_pipeline"]
 
 
 @dataclass(frozen=True)
@@ -213,11 +213,7 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
     """
     options, run_id = _options_and_id(spec, options, run_id, fields)
     root = absolute(open_root(root))
-    # as `seqline run` does: the engines' own lines (TF's C++ start-up) only when verbose
-    quiet_engines(options.output == "verbose", options.output == "quiet")
-    if options.output != "verbose" and any(
-            "tensorflow" in COMPONENTS[s.component].driver_imports for s in spec.stages):
-        quiet_tensorflow()
+    quiet_run(spec, options.output)
     with RunStore.open(*store_url(root, store)) as runs:
         plan = plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
         _open_record(runs, spec, plan, pipeline_file)
@@ -317,6 +313,15 @@ def _runner(options: RunOptions, bus: EventBus) -> Iterator[Runner]:
     with make_runner(options.runner, workers=options.workers, window=options.window,
                      **engine) as runner:
         yield runner
+
+
+def quiet_run(spec: PipelineSpec, output: str) -> None:
+    """The engines' own lines (TF's C++ start-up, their loggers) only when `output` is
+    verbose; TensorFlow imported quietly if a stage needs it here (again: a no-op)."""
+    quiet_engines(output == "verbose", output == "quiet")
+    if output != "verbose" and any(
+            "tensorflow" in COMPONENTS[s.component].driver_imports for s in spec.stages):
+        quiet_tensorflow()
 
 
 def _open_record(runs: RunStore, spec: PipelineSpec, plan: RunPlan,

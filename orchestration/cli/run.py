@@ -132,7 +132,7 @@ def run(
     # Here, not at the top: the components, the executor and the store load Arrow, pydantic
     # and SQLAlchemy, which `seqline --help` and the other commands do not need.
     from seqline.components import COMPONENTS
-    from seqline.orchestration.api import execute, new_run_id, plan_pipeline
+    from seqline.orchestration.api import execute, new_run_id, plan_pipeline, quiet_run
     from seqline.orchestration.run_options import RunOptions
     from seqline.pipeline.artifacts import check_run_id, run_dir
     from seqline.pipeline.config import load_pipeline
@@ -156,9 +156,7 @@ def run(
                         as_json, wide)
             return
         _check_root(root)
-        if not output.verbose and any("tensorflow" in COMPONENTS[s.component].driver_imports
-                                      for s in spec.stages):
-            quiet_tensorflow()  # training runs in this process: keep TF's C++ start-up out
+        quiet_run(spec, options.output)  # here, before the progress bars take the terminal
         with stdout_to_stderr(as_json), progress_bars(spec) as progress:
             result = execute(spec, options, root=root, store=store, run_id=run_id,
                              pipeline_file=pipeline, subscribers=[progress])
