@@ -88,6 +88,12 @@ PATHS = [
      {"in.csv": "x\n1\ntwo\n"}, _run(), 1,
      r"Run failed: .*stage 'read' \(line 3 of the pipeline file\): "
      r"bad record in \S+in\.csv, line 3, seq 1"),
+    ("bad data over max_records alone", GOOD.replace("name: t\n", "name: t\nerrors: "
+                                                     "{max_records: 1}\n").replace(
+        "block_records: 4", "block_records: 4, schema: {x: int64}"),
+     {"in.csv": "x\n1\ntwo\nthree\n4\n"}, _run(), 1,
+     r"Run failed: stage 'read' exceeded its error budget: 2 bad records so far, more than "
+     r"max_records 1\. The first: \S+in\.csv, line 3, seq 1: .+\. Fix the input"),
     ("function that fails on a record", GOOD.replace(
         '"latency:double"}', '"latency:boom_at", fn_kwargs: {seq: 6}}'), {}, _run(), 1,
      r"stage 'features' failed on seq 6 \(block 1\): ValueError: bad value at seq 6 \(at "
