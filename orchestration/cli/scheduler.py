@@ -147,6 +147,7 @@ def backfill(
         launcher = ProcessLauncher(where, store, folder)
         try:
             outcome = Backfill(runs, launcher, log=log).run(schedule, first, last, max_active)
+            launcher.wait_all(30.0)  # every run's log whole when the backfill ends
         except KeyboardInterrupt:
             fail("backfill stopped: launched runs go on; run the same command again to "
                  "launch the rest.", 130)

@@ -6,6 +6,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -133,6 +134,16 @@ class ProcessLauncher:
         self.children[request.run_id] = child
         self._pipes[request.run_id] = read
         return child.pid
+
+    def wait_all(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds, in all, for every launched run's process to end, then
+        reap them: a run's row ends before its process does, whose table and summary go on
+        into its log after it."""
+        deadline = time.monotonic() + timeout
+        for child in list(self.children.values()):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        self.reap()
 
     def reap(self) -> dict[str, int]:
         """Collect the runs that ended (no zombies are left behind).
