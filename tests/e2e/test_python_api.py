@@ -88,9 +88,11 @@ def test_python_run_gives_the_yaml_runs_digests(tmp_path):
         done.stderr
     exe = Path(sys.executable).parent / "seqline"
     proc = subprocess.run([str(exe), "run", str(EXAMPLE / "pipeline.yaml"), "--root",
-                           str(tmp_path), "--run-id", "yaml", "--no-verify"],
+                           str(tmp_path), "--run-id", "yaml", "--no-verify", "--no-cache"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # every stage ran again: a stage reused from run py would be compared with itself
+    assert "Run yaml succeeded: ran 6 of 6 stages" in proc.stdout, proc.stdout[-3000:]
     for stage, keys in [("features", ["seq_digest", "shards"]), ("batches", ["train", "eval"]),
                         ("model", ["epochs"])]:
         py, cli = (json.loads((tmp_path / "runs" / run / stage / "manifest.json").read_text())
