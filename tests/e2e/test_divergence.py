@@ -4,6 +4,7 @@ shows as that parameter and the first record it changes; a rerun is identical.""
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -37,8 +38,9 @@ FN = 'params: {fn: "features:add_columns", batch_format: pyarrow}'
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
-    """Runs a and b (b with fn_kwargs rain_at), then a again (a2, from the cache), then a
-    with its function's source changed but not what it does (c)."""
+    """Runs a and b (b with fn_kwargs rain_at), then a again (a2), then a with its
+    function's source changed but not what it does (c). b and a2 run every stage (no cache):
+    a stage reused from a would be compared with itself."""
     folder = tmp_path_factory.mktemp("diff")
     shutil.copy(DEMO / "seattle-weather.csv", folder)
     (folder / "features.py").write_text(FEATURES)
@@ -51,8 +53,13 @@ def root(tmp_path_factory) -> Path:
         if run_id == "c":
             (folder / "features.py").write_text(FEATURES + "# the same, said again\n")
         done = commands.seqline("-q", "run", str(folder / f"{pipeline}.yaml"), "--root",
-                                str(folder / "root"), "--run-id", run_id)
+                                str(folder / "root"), "--run-id", run_id,
+                                *(["--no-cache"] if run_id in ("b", "a2") else []))
         assert done.returncode == 0, done.stderr
+    for run_id in ("b", "a2"):
+        shown = commands.seqline("runs", "show", run_id, "--root", str(folder / "root"),
+                                 "--json")
+        assert {s["status"] for s in json.loads(shown.stdout)["stages"]} == {"succeeded"}
     return folder / "root"
 
 
