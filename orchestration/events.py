@@ -12,9 +12,9 @@ from typing import Any, ClassVar
 from seqline.pipeline.tasks import Counts
 
 __all__ = ["STAGE_ENDS", "BlockRetried", "BlocksDone", "Event", "EventBus", "HeadOfLine",
-           "Occupancy", "RecordsConsumed", "RunEnded", "RunStarted", "StageCommitted",
-           "StageFailed", "StagePlanned", "StageReused", "StageSkipped", "StageStarted",
-           "Subscriber", "WaitEnded", "WaitStarted"]
+           "Occupancy", "RecordsConsumed", "RunEnded", "RunStarted", "StageCancelled",
+           "StageCommitted", "StageFailed", "StagePlanned", "StageReused", "StageSkipped",
+           "StageStarted", "Subscriber", "WaitEnded", "WaitStarted"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,10 +136,12 @@ class HeadOfLine(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class RecordsConsumed(Event):
-    """A driver stage's progress: records consumed so far (train: examples fed, all epochs)."""
+    """A driver stage's progress: records consumed so far (train: examples fed, all epochs),
+    and, where the stage measures its own input waits (train: its steps'), those so far."""
 
     kind: ClassVar[str] = "records_consumed"
     records: int
+    waited_input: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,19 +197,35 @@ class StageFailed(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class StageSkipped(Event):
-    """A stage that did not run (to the end) because of another's failure, or a cancel."""
+    """A stage that did nothing (it never started, or only waited for input that never came)
+    before another's failure or a cancel: no seconds, no records.
+
+    Example reason: "not run: upstream `features` failed"."""
 
     kind: ClassVar[str] = "stage_skipped"
     reason: str
 
 
 @dataclass(frozen=True, kw_only=True)
+class StageCancelled(Event):
+    """A stage that started and was stopped before its commit, by a cancel or by another
+    stage's failure: it ran for `seconds` (from its StageStarted to its stop) and its
+    progress events told what it did so far.
+
+    Example reason: "stopped after 3.21 s: the run was cancelled (SIGINT)"."""
+
+    kind: ClassVar[str] = "stage_cancelled"
+    reason: str
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunEnded(Event):
     kind: ClassVar[str] = "run_ended"
     status: str  # succeeded, failed or cancelled
-    ran: int  # stages run now (to their commit or their failure)
+    ran: int  # stages run now (to their commit, their failure or their stop: cancelled)
     reused: int  # stages reused or kept
-    not_run: int = 0  # stages a failure or a cancel stopped, or never started
+    not_run: int = 0  # stages that did nothing (skipped)
     message: str | None = None
     traceback: str | None = None
     error_stage: str | None = None
@@ -215,7 +233,7 @@ class RunEnded(Event):
 
 
 # How a stage's story ends: after one of these, nothing more of it is told (EventBus).
-STAGE_ENDS = (StageCommitted, StageReused, StageFailed, StageSkipped)
+STAGE_ENDS = (StageCommitted, StageReused, StageFailed, StageCancelled, StageSkipped)
 
 Subscriber = Callable[[Event], None]
 
@@ -224,10 +242,11 @@ class EventBus:
     """Hands every published event to every subscriber, in the publisher's thread.
 
     Stages publish from threads of their own. A stage's events reach the subscribers one at
-    a time, in order, and its story ends at its end (committed, reused, failed or skipped),
-    the run's at RunEnded: what a stage's thread still publishes after that (a thread a
-    cancel left running, which the process ends later) is dropped, so that no surface shows
-    progress after an end, nor a stage ending twice (committing while a cancel skips it).
+    a time, in order, and its story ends at its end (committed, reused, failed, cancelled or
+    skipped), the run's at RunEnded: what a stage's thread still publishes after that (a
+    thread a cancel left running, which the process ends later) is dropped, so that no
+    surface shows progress after an end, nor a stage ending twice (committing while a cancel
+    stops it).
     Different stages' events go out side by side: one stage's commit, written to the run
     store, holds up no other stage.
     A subscriber that raises fails the publisher (the run store refusing a stage's commit

@@ -4,6 +4,7 @@ each artifact committed when complete, and every fact published as an event."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
@@ -13,6 +14,7 @@ from seqline.components import COMPONENTS
 from seqline.orchestration.events import (
     EventBus,
     RunStarted,
+    StageCancelled,
     StageCommitted,
     StageFailed,
     StagePlanned,
@@ -66,7 +68,8 @@ class RunContext:
     artifacts: dict[str, StageArtifact] = field(default_factory=dict)
     reads: ShardReads | None = None  # shards read back as they come, for verify at the end
 
-    def end(self, event: StageCommitted | StageReused | StageFailed | StageSkipped) -> None:
+    def end(self, event: StageCommitted | StageReused | StageFailed | StageCancelled
+            | StageSkipped) -> None:
         """Publish a stage's end. A stage that commits while a cancel stops the run (its
         thread between the manifest and the line's record of it) ends as whichever came
         first, never as both: the bus drops a second end (EventBus)."""
@@ -94,8 +97,9 @@ def run_plan(plan: RunPlan, spec: PipelineSpec, runner: Runner, root: Folder,
     `reads`, each stored shard is read back as its stage accounts for it (verify's, after).
 
     Raises:
-        StageError: a stage failed (the first failure; stages after it are stopped and
-            published as skipped); no artifact of an unfinished stage is committed.
+        StageError: a stage failed (the first failure; the other stages are stopped and
+            published as cancelled, or as skipped if no input had reached them); no artifact
+            of an unfinished stage is committed.
         KeyboardInterrupt: the run was cancelled (Ctrl-C, or SIGTERM as Cancelled).
     """
     folder = _open_run(run_dir(root, plan.run_id), plan.options.resume)
@@ -217,7 +221,8 @@ def _start(step: Step, run: RunContext) -> None:
 
 def _stop(run: RunContext, exc: BaseException) -> None:
     """After a failure or a cancel: stop the line, publish what became of every stage that
-    did not commit (the one that failed, and those it stopped), abandon their artifacts."""
+    did not commit (the one that failed; those it stopped, cancelled once they had work,
+    skipped if not), abandon their artifacts."""
     cancelled = isinstance(exc, KeyboardInterrupt)
     if cancelled:  # stop the workers the stages wait on, so that they end in seconds
         run.runner.abort()
@@ -230,25 +235,37 @@ def _stop(run: RunContext, exc: BaseException) -> None:
             run.end(StageFailed(stage=step.stage, message=error_line(exc),
                                 traceback=error_traceback(exc),
                                 seq=exc.seq if isinstance(exc, StageError) else None))
-        else:
-            run.end(StageSkipped(stage=step.stage, reason=_not_run(
-                step, run.plan, cause, exc if cancelled else None)))
+            continue
+        why = _stopped_by(step, run.plan, cause, exc if cancelled else None)
+        started = run.tally.started(step.stage)
+        if started is None or (step.source and not step.after
+                               and not run.tally.fed(step.stage)):
+            # never started, or started on the line and only waited for input that never
+            # came (a one-by-one stage starts once its input is whole)
+            run.end(StageSkipped(stage=step.stage, reason=f"not run: {why}"))
+        else:  # its seconds: from its start to now, when its thread has ended (or was left)
+            seconds = max(time.time() - started, 0.0)
+            run.end(StageCancelled(stage=step.stage, seconds=seconds,
+                                   reason=f"stopped after {seconds:.2f} s: {why}"))
     for name, artifact in run.artifacts.items():
         if not run.line.is_committed(name):
             artifact.abandon()
 
 
-def _not_run(step: Step, plan: RunPlan, cause: str | None,
-             cancel: BaseException | None) -> str:
+def _stopped_by(step: Step, plan: RunPlan, cause: str | None,
+                cancel: BaseException | None) -> str:
+    """What stopped a stage, in the user's words: "the run was cancelled (SIGINT)",
+    "upstream `read` failed" (a stage that reads it, directly or through others), "`read`
+    failed" (any other)."""
     if cancel is not None:
         how = cancel.signal if isinstance(cancel, Cancelled) else "SIGINT"
-        return f"not run to the end: the run was cancelled ({how})"
+        return f"the run was cancelled ({how})"
     if cause is None:
-        return "not run: the run failed before it started"
+        return "the run failed"
     downstream: set[str] = set()
     for other in plan.steps:  # the stages that read `cause`, directly or through others
         if other.source == cause or other.source in downstream:
             downstream.add(other.stage)
     if step.stage in downstream:
-        return f"not run: upstream `{cause}` failed"
-    return f"stopped: `{cause}` failed"
+        return f"upstream `{cause}` failed"
+    return f"`{cause}` failed"

@@ -45,6 +45,9 @@ class LiveStage:
     waited_input: float = 0.0
     waited_output: float = 0.0
     ended_waits: float = 0.0  # driver stages: waits published as they ended
+    # a driver stage that measures its own input waits (train: its steps'), the newest: the
+    # figure its result will hold, so its live one is the same measure
+    own_waits: float | None = None
     waiting: dict[str, float] | None = None  # "input"/"output" -> since (perf_counter)
     in_flight: int = 0
     max_in_flight: int = 0  # over the whole stage (the peaks below are per sample)
@@ -62,6 +65,8 @@ class LiveStage:
             self.waited_input, self.waited_output = event.waited_input, event.waited_output
         elif isinstance(event, RecordsConsumed):
             self.records = max(self.records, event.records)
+            if event.waited_input is not None:
+                self.own_waits = event.waited_input
         elif isinstance(event, Occupancy | HeadOfLine):
             if isinstance(event, HeadOfLine):
                 self.head = event
@@ -81,7 +86,8 @@ class LiveStage:
     def waits(self, now: float) -> tuple[float, float]:
         """Seconds waited on input and on output so far, a wait still under way included."""
         waiting = self.waiting or {}
-        waited_in = max(self.waited_input, self.ended_waits) \
+        waited_in = self.own_waits if self.own_waits is not None else \
+            max(self.waited_input, self.ended_waits) \
             + (now - waiting["input"] if "input" in waiting else 0.0)
         waited_out = self.waited_output + (now - waiting["output"] if "output" in waiting
                                            else 0.0)

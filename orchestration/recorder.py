@@ -25,6 +25,7 @@ from seqline.orchestration.events import (
     RecordsConsumed,
     RunEnded,
     RunStarted,
+    StageCancelled,
     StageCommitted,
     StageFailed,
     StageReused,
@@ -55,7 +56,8 @@ COALESCED = (BlocksDone, HeadOfLine, Occupancy, RecordsConsumed, WaitStarted, Wa
 class RunRecorder:
     """One run's record in the store, written from its events.
 
-    Stage rows are written as stages are planned, start, commit, fail or are skipped; a
+    Stage rows are written as stages are planned, start, commit, fail, are cancelled or are
+    skipped; a
     daemon thread samples every running stage about every `sample_seconds` (records done,
     rows/s, waits, the peaks of blocks in flight and held in the reorder buffer, and what
     holds that buffer back now: its watermark and the block it waits for) and writes
@@ -187,28 +189,47 @@ class RunRecorder:
     def _stage_failed(self, event: StageFailed) -> None:
         self._stage_ended(event.stage or "", "failed", error=event.message)
 
+    def _stage_cancelled(self, event: StageCancelled) -> None:
+        """A stage stopped before its commit: its seconds as the event says (the reason
+        says them too), what it did so far."""
+        self._stage_ended(event.stage or "", "cancelled", reason=event.reason,
+                          seconds=event.seconds)
+
     def _stage_skipped(self, event: StageSkipped) -> None:
-        self._stage_ended(event.stage or "", "skipped", reason=event.reason)
+        """A stage that never started, or only waited for its input: its reason, and no
+        seconds, waits or records."""
+        name = event.stage or ""
+        self._end_sampling(name)
+        stage_run = self._ids.get(name)
+        if stage_run is None:  # (a stage the plan did not run)
+            return
+        self._record_failure(f"stage {name} ended", lambda: self.store.finish_stage(
+            stage_run, "skipped", counts={}, seconds=None, waited_input=None,
+            waited_output=None, max_in_flight=None, reason=event.reason))
 
     def _stage_ended(self, name: str, status: str, error: str | None = None,
-                     reason: str | None = None) -> None:
-        """A stage that did not commit: its account so far, and the error or the reason."""
+                     reason: str | None = None, seconds: float | None = None) -> None:
+        """A stage that started and did not commit: its account so far, and the error or
+        the reason; its seconds from its start to now unless given."""
         live = self._end_sampling(name)
         stage_run = self._ids.get(name)
         if stage_run is None:  # (a stage the plan did not run)
             return
         now = time.perf_counter()
         waited_in, waited_out = live.waits(now) if live else (0.0, 0.0)
+        if seconds is None:
+            seconds = now - live.started if live else 0.0
         self._record_failure(f"stage {name} ended", lambda: self.store.finish_stage(
             stage_run, status, counts={"records_in": live.records if live else 0},
-            seconds=now - live.started if live else 0.0, waited_input=waited_in,
+            seconds=seconds, waited_input=waited_in,
             waited_output=waited_out, max_in_flight=live.max_in_flight if live else 0,
             error=error, block_retries=live.retries if live else None, reason=reason))
 
     _HANDLERS: dict[type, Callable[[RunRecorder, Any], None]] = {
         RunStarted: _run_started, RunEnded: _run_ended, StageStarted: _stage_started,
         StageReused: _stage_reused, StageCommitted: _stage_committed,
-        StageFailed: _stage_failed, StageSkipped: _stage_skipped,
+        StageFailed: _stage_failed, StageCancelled: _stage_cancelled,
+        StageSkipped: _stage_skipped,
         BlockRetried: lambda self, e: self._follow(e),
     }
 

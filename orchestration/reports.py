@@ -10,6 +10,7 @@ from seqline.orchestration.events import (
     BlocksDone,
     Event,
     RunEnded,
+    StageCancelled,
     StageCommitted,
     StageFailed,
     StagePlanned,
@@ -33,8 +34,10 @@ class StageReport:
     """What one stage did: its status, counts, time, waits and where its artifact is.
 
     `status`: succeeded, cached (reused from run `cached_from`), kept (committed by the
-    resumed run's earlier attempt), failed, skipped (not run: `reason` says why), or
-    pending/running while the run goes. `seconds` is this run's: about 0 for a stage not run.
+    resumed run's earlier attempt), failed, cancelled (started, then stopped before its
+    commit by a cancel or another stage's failure: `reason` says which), skipped (never
+    started: `reason` says why), or pending/running while the run goes. `seconds` is this
+    run's: a cancelled stage's until it stopped, 0 for a stage not run.
     """
 
     stage: str
@@ -69,10 +72,10 @@ class RunReports:
 
     def run_ended(self, plan: RunPlan, status: str, error: BaseException | None = None
                   ) -> RunEnded:
-        """The run's end, its stages counted by how they ended: run now (to their commit or
-        their failure), reused or kept, and the rest (stopped, or never started)."""
+        """The run's end, its stages counted by how they ended: run now (to their commit,
+        their failure or their stop), reused or kept, and the rest (they did nothing)."""
         ended = [r.status for r in self.stages]
-        ran = sum(s in ("succeeded", "failed") for s in ended)
+        ran = sum(s in ("succeeded", "failed", "cancelled") for s in ended)
         reused = sum(s in ("cached", "kept") for s in ended)
         stage_error = error if isinstance(error, StageError) else None
         return RunEnded(status=status, ran=ran, reused=reused,
@@ -112,5 +115,7 @@ def _apply(report: StageReport, event: Event) -> None:
         report.path = event.path
     elif isinstance(event, StageFailed):
         report.status = "failed"
+    elif isinstance(event, StageCancelled):
+        report.status, report.reason, report.seconds = "cancelled", event.reason, event.seconds
     elif isinstance(event, StageSkipped):
         report.status, report.reason = "skipped", event.reason

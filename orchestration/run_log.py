@@ -16,6 +16,7 @@ from seqline.orchestration.events import (
     Event,
     RunEnded,
     RunStarted,
+    StageCancelled,
     StageCommitted,
     StageFailed,
     StagePlanned,
@@ -242,8 +243,8 @@ class RunLog(logging.Handler):
 
 
 TOLD = frozenset(e.kind for e in (RunStarted, StagePlanned, StageStarted, StageReused,
-                                  BlockRetried, StageCommitted, StageFailed, StageSkipped,
-                                  RunEnded))
+                                  BlockRetried, StageCommitted, StageFailed, StageCancelled,
+                                  StageSkipped, RunEnded))
 
 
 def _cut(text: str) -> str:
@@ -277,7 +278,7 @@ def _told(event: Event) -> tuple[int, str, str | None] | None:
                       f"{c.dead_lettered:,} dead-lettered"), None
     if isinstance(event, StageFailed):
         return logging.ERROR, event.message, event.traceback
-    if isinstance(event, StageSkipped):
+    if isinstance(event, StageCancelled | StageSkipped):
         return logging.WARNING, event.reason, None
     if isinstance(event, RunEnded):
         level = {"succeeded": info, "cancelled": logging.WARNING}.get(event.status,

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from seqline.components import COMPONENTS
-from seqline.orchestration.events import BlockRetried, Event, Occupancy
+from seqline.orchestration.events import (
+    BlockRetried,
+    BlocksDone,
+    Event,
+    Occupancy,
+    RecordsConsumed,
+    StageStarted,
+    WaitEnded,
+)
 from seqline.orchestration.shard_reads import ShardReads
 from seqline.pipeline.audit import SeqDigest
 from seqline.pipeline.blocks import seq_of
@@ -119,18 +127,32 @@ def _describe(schema: pa.Schema) -> str:
 
 class Tally:
     """A subscriber: per stage, the most blocks in flight and the blocks run again, for the
-    stage's manifest (the runner publishes them; it keeps no figures)."""
+    stage's manifest (the runner publishes them; it keeps no figures), and when it started
+    and whether its input reached it, for how a stop tells it (cancelled after its seconds
+    once it had work, or skipped: never started, or only waited for its input)."""
 
     def __init__(self) -> None:
         self._peaks: dict[str, int] = {}
         self._retries: dict[str, int] = {}
+        self._started: dict[str, float] = {}
+        self._fed: set[str] = set()
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
         name = event.stage or ""
-        if isinstance(event, Occupancy):
+        if isinstance(event, StageStarted):
+            with self._lock:
+                self._started[name] = event.t
+        elif isinstance(event, Occupancy):
             with self._lock:
                 self._peaks[name] = max(self._peaks.get(name, 0), event.in_flight)
+                if event.in_flight:
+                    self._fed.add(name)
+        elif isinstance(event, BlocksDone | RecordsConsumed) or \
+                isinstance(event, WaitEnded) and event.on == "input":
+            # a block done, records consumed, or a wait for input that something ended
+            with self._lock:
+                self._fed.add(name)
         elif isinstance(event, BlockRetried):
             with self._lock:
                 self._retries[name] = self._retries.get(name, 0) + 1
@@ -140,6 +162,17 @@ class Tally:
 
     def retries(self, stage: str) -> int:
         return self._retries.get(stage, 0)
+
+    def started(self, stage: str) -> float | None:
+        """When the stage's StageStarted was published (Unix seconds); None: not (yet)."""
+        with self._lock:
+            return self._started.get(stage)
+
+    def fed(self, stage: str) -> bool:
+        """Whether any of the stage's input reached it (a stage on the assembly line starts
+        with the run, and may only have waited for its input)."""
+        with self._lock:
+            return stage in self._fed
 
 
 def manifest_of(stage: StageSpec[Any], source: str | None, runner: Runner, counts: Counts,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from seqline.components import COMPONENTS
 from seqline.orchestration.events import (
     BlocksDone,
+    EventBus,
     RecordsConsumed,
     StageCommitted,
     StageStarted,
@@ -77,6 +78,16 @@ def run_data_stage(step: Step, stage: StageSpec[Any], run: RunContext, artifact:
                    seconds, started, waited_input, waited_output, stored, feed)
 
 
+def _told(blocks: Iterable[Block], stage: str, bus: EventBus) -> Iterator[Block]:
+    """The blocks a driver stage takes from the line, each told as it is taken: its live
+    records in, and that its input reached it (a stop then calls it cancelled, not skipped)."""
+    records = 0
+    for block in blocks:
+        records += len(block)
+        bus.publish(RecordsConsumed(stage=stage, records=records))
+        yield block
+
+
 def run_driver(step: Step, stage: StageSpec[Any], run: RunContext, artifact: StageArtifact,
                 inputs: Iterable[Any] | None) -> Folder:
     """A driver stage: live ones start at once; others once every stage before has committed."""
@@ -94,10 +105,12 @@ def run_driver(step: Step, stage: StageSpec[Any], run: RunContext, artifact: Sta
     # commit uploads): TensorFlow writes it as usual.
     context = StageContext(
         run.folder, artifact.out_dir, step.source or "", run.spec.base_dir, run.spec.name,
-        blocks=inputs,        announce=run.line.announce(stage.name),
+        blocks=None if inputs is None else _told(inputs, stage.name, bus),
+        announce=run.line.announce(stage.name),
         line=run.line if step.follows_line else None,  # type: ignore[arg-type]
         launcher=getattr(run.runner, "launcher", None),
-        progress=lambda n: bus.publish(RecordsConsumed(stage=stage.name, records=n)))
+        progress=lambda n, waited: bus.publish(
+            RecordsConsumed(stage=stage.name, records=n, waited_input=waited)))
     component = COMPONENTS[stage.component]
     if not isinstance(component, DriverSpec):
         raise InternalError(f"stage {stage.name!r}: planned as a driver stage, but its "

@@ -29,11 +29,14 @@ class EpochAudit:
     """
 
     def __init__(self, replicas: int, worker: int | None = None,
-                 progress: Callable[[int], None] | None = None) -> None:
+                 progress: Callable[[int, float | None], None] | None = None) -> None:
         self.replicas = replicas
         self.worker = worker  # on several workers: this one's rank; it feeds slice `worker`
-        self.progress = progress  # told the examples fed so far, over all epochs (live rows/s)
+        # told the examples fed so far, over all epochs (live rows/s), and the steps' input
+        # waits so far as each epoch ends
+        self.progress = progress
         self.fed = 0
+        self.waited = 0.0
         self.epoch = 0
         self.epochs: list[dict[str, Any]] = []
         self._reset()
@@ -65,7 +68,7 @@ class EpochAudit:
         self.handed.append(time.perf_counter())
         self.fed += len(seq)  # once per batch: cheap
         if self.progress is not None:
-            self.progress(self.fed)
+            self.progress(self.fed, None)
 
     def step_begins(self) -> None:
         self.asked.append(time.perf_counter())
@@ -88,6 +91,9 @@ class EpochAudit:
             "input_wait_seconds": round(waited, 4),
             "metrics": {k: float(v) for k, v in (logs or {}).items()},
         })
+        self.waited += round(waited, 4)  # as the stage's total sums them
+        if self.progress is not None:
+            self.progress(self.fed, self.waited)
 
 
 def verify_audit(run: Path, manifest: dict[str, Any], problems: list[str]) -> None:

@@ -272,7 +272,7 @@ def _print_stages(document: dict[str, Any] | None, wide: bool) -> None:
     in over the stage's seconds, for a stage that ran now."""
     rows = []
     for s in (document or {}).get("stages", []):
-        ran = s["status"] in ("succeeded", "failed") and s["seconds"]
+        ran = s["status"] in ("succeeded", "failed", "cancelled") and s["seconds"]
         rows.append([s["name"], s["status"], format_count(s["records_in"]),
                      format_count(s["records_out"]), format_seconds(s["seconds"]),
                      format_rate((s["records_in"] or 0) / s["seconds"]) if ran else "-",

@@ -20,7 +20,7 @@ LAYOUTS = {
 PAD = 6  # room around the boxes, for their outlines
 # How a box is drawn (node_words), in the legend's order, with the legend's words.
 LOOKS = {"ran": "ran (its status' colour)", "reused": "reused",
-         "because-failure": "not run: another stage failed",
+         "because-failure": "stopped or not run: another stage failed",
          "notrun": "not run (cancelled, or not yet)"}
 # Wider than this, `across` would shrink its text below ~9 px on a 800 px screen: such a
 # pipeline is drawn `down` at every width.
@@ -82,18 +82,21 @@ def graph(stages: list[dict[str, Any]]) -> dict[str, Any]:
 
 def node_words(stage: dict[str, Any]) -> tuple[str, str]:
     """A box's second line (its status; a running stage held back by one block says which
-    seq) and how it is drawn: `ran` (solid, its status' colour), `reused`
-    (dashed outline), `because-failure` (hatched, outlined in the failure's colour: did not
-    run because another stage failed), `notrun` (hatched: a cancel, or not yet).
+    seq) and how it is drawn: `ran` (solid, its status' colour: a stage a cancel stopped is
+    cancelled's), `reused` (dashed outline), `because-failure` (hatched, outlined in the
+    failure's colour: stopped, or not run, because another stage failed), `notrun`
+    (hatched: a cancel came before it started, or not yet).
 
     Example: a skipped stage whose `not_run` is {"because": "failure", "short": "not run:
-    features failed"} -> ("not run: features failed", "because-failure").
+    features failed"} -> ("not run: features failed", "because-failure"); a cancelled one
+    in a cancelled run -> ("stopped: the run was cancelled", "ran").
     """
     status = stage["status"]
     not_run = stage.get("not_run")
     if not_run:
-        return not_run["short"], "because-failure" if not_run["because"] == "failure" \
-            else "notrun"
+        if not_run["because"] == "failure":
+            return not_run["short"], "because-failure"
+        return not_run["short"], "ran" if status == "cancelled" else "notrun"
     if status == "cached":
         return "reused", "reused"
     if status in ("skipped", "pending"):
@@ -106,11 +109,14 @@ def node_words(stage: dict[str, Any]) -> tuple[str, str]:
 
 def _brief(stage: dict[str, Any]) -> str | None:
     """A cascade's words when "not run: features failed" does not fit its box: "↳ features
-    failed" (the hatch and the red outline say the rest; the tooltip says it all)."""
+    failed" (the hatch and the red outline say the rest; the tooltip says it all); a cancel's:
+    "↳ cancelled" for a stage it stopped at work, "↳ not run" for one that did nothing."""
     not_run = stage.get("not_run") or {}
     if not_run.get("because") == "failure" and not_run.get("stage"):
         return f"↳ {not_run['stage']} failed"
-    return "↳ cancelled" if not_run.get("because") == "cancel" else None
+    if not_run.get("because") == "cancel":
+        return "↳ cancelled" if not_run.get("verb") == "stopped" else "↳ not run"
+    return None
 
 
 def _title(stage: dict[str, Any], words: str) -> str:

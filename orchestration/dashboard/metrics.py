@@ -71,7 +71,7 @@ def _stages(rows: Sequence[dict[str, Any]], newest: dict[int, dict[str, Any]]
                                   "(in, out, filtered, exploded, dead_lettered).",
                                   labels=[*PS, "outcome"])
     seconds = SummaryMetricFamily("seqline_stage_seconds", "Wall time of stage runs that "
-                                  "ended (succeeded or failed).", labels=list(PS))
+                                  "ended (succeeded, failed or cancelled).", labels=list(PS))
     waits = CounterMetricFamily("seqline_wait_seconds", "Seconds stages waited on their input "
                                 "or for room downstream.", labels=[*PS, "side"])
     flight = GaugeMetricFamily("seqline_blocks_in_flight", "Blocks a running stage has in "

@@ -168,20 +168,21 @@ def _add_figures(stage: dict[str, Any], columns: dict[str, list[Any]],
 def _not_run(stage: dict[str, Any], failure: dict[str, Any] | None,
              run_status: str) -> dict[str, Any] | None:
     """Why a stage did not run, or not to the end, as the store tells it: the root cause
-    versus its cascade. In a failed run every stage skipped was stopped by the failure
-    (the executor skips for a failure or a cancel only); the store's error names the stage.
+    versus its cascade. In a failed run every stage cancelled or skipped was stopped by the
+    failure (the executor stops stages for a failure or a cancel only); the store's error
+    names the stage. A cancelled stage had started ("stopped"), a skipped one had not.
 
-    Example: a skipped stage that took in nothing, in a run whose failure is in `features`
-    -> {"because": "failure", "stage": "features", "verb": "not run", "short": "not run:
-    features failed"}; one that took in records says "stopped: features failed"; in a
-    cancelled run, {"because": "cancel", …, "short": "not run: the run was cancelled"}.
+    Example: a skipped stage, in a run whose failure is in `features` -> {"because":
+    "failure", "stage": "features", "verb": "not run", "short": "not run: features
+    failed"}; a cancelled one says "stopped: features failed"; in a cancelled run,
+    {"because": "cancel", …, "short": "stopped: the run was cancelled"}.
     None for a stage that ran, was reused, or waits in a live run.
     """
-    if stage["status"] != "skipped" and not (stage["status"] == "pending"
-                                             and run_status in ENDED):
+    status = stage["status"]
+    if status not in ("skipped", "cancelled") and not (status == "pending"
+                                                       and run_status in ENDED):
         return None
-    # A stage whose thread started but took in nothing (it waited on its input) did not run.
-    verb = "stopped" if stage.get("records_in") else "not run"
+    verb = "stopped" if status == "cancelled" else "not run"
     if run_status == "cancelled":
         return {"because": "cancel", "stage": None, "verb": verb,
                 "short": f"{verb}: the run was cancelled"}
@@ -227,6 +228,7 @@ def _training(stage: dict[str, Any], manifest: dict[str, Any] | None, epoch: int
         "epochs": epochs,
         "metric_names": sorted({m for e in epochs for m in e["metrics"]}),
         "input_wait_share": waited / seconds if seconds else None,
+        "seconds": seconds, "input_wait_seconds": waited,  # the epochs' totals
         "audit": audit,
         "epoch": epoch,
         "batches": {"rows": [{"index": page * size + i, **b}

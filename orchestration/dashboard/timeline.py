@@ -52,8 +52,9 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]],
     """Bars, waits and notes for the run page's SVG, in viewBox units of `layout`.
 
     A stage that ran is a `working` bar from its start to its end, with the seconds it waited
-    on input or on output drawn over it (`wait_spans`); a reused stage is a `reused` mark
-    and its reason; a skipped stage a `notrun` bar (or only its reason, if it never started).
+    on input or on output drawn over it (`wait_spans`); a cancelled one too, for the time it
+    ran, with its reason beside it ("stopped after 1.20 s: …"); a reused stage is a `reused`
+    mark and its reason; a skipped stage (it did nothing) only its reason.
 
     Args:
         run: `RunReader.run_page`'s object (stages with t0/t1).
@@ -90,7 +91,8 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]],
         state = _state(stage["status"], ended)
         if state == "reused":
             t0 = t1 = stage["t1"] or stage["t0"]  # now-seconds, about 0: a mark
-        if t0 is not None and t1 is not None and state is not None:
+        # a skipped stage did nothing: no bar, even where its thread started and waited
+        if t0 is not None and t1 is not None and state not in (None, "notrun"):
             width = max(round(x(t1) - x(t0), 1), MARK_UNITS if state == "reused"
                         else MIN_BAR_UNITS)
             row["bar"] = {"x": min(x(t0), layout.width - width), "w": width, "state": state,
@@ -148,8 +150,12 @@ def _ticks(span: float, wanted: int = 8) -> list[tuple[float, int]]:
 
 
 def _note(stage: dict[str, Any], state: str | None) -> str | None:
-    """What a stage that did not run now says beside its row: the store's reason (else
-    page_data's `not_run`: that another stage's failure stopped it, or a cancel)."""
+    """What a stage that did not run now, or not to the end, says beside its row: the
+    store's reason (else page_data's `not_run`: that another stage's failure stopped it, or
+    a cancel)."""
+    if stage["status"] == "cancelled":
+        return str(stage.get("reason") or (stage.get("not_run") or {}).get("short")
+                   or "cancelled")
     if state not in ("reused", "notrun"):
         return None
     reason = stage.get("reason") or (stage.get("not_run") or {}).get("short")

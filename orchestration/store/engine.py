@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 
-from seqline.pipeline.errors import ConfigError
+from seqline.pipeline.errors import ConfigError, InternalError
 from seqline.pipeline.storage import Folder, fspath, seqline_home, slug, storage_of
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "head"
 # The newest revision in migrations/versions (a test checks it): a store already there opens
 # without importing Alembic, which costs more than the whole `runs list` query.
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 # Another process may hold the write lock (a run committing a stage, a migration): wait this
 # long before failing. 30 s outlasts any write the store makes, which are all short.
 BUSY_TIMEOUT_MS = 30_000
@@ -114,16 +114,18 @@ def _begin_sqlite(conn: Connection) -> None:
 
 
 @contextmanager
-def writing(engine: Engine) -> Iterator[Connection]:
+def writing(engine: Engine, *, foreign_keys: bool = True) -> Iterator[Connection]:
     """A short write transaction: committed on exit, rolled back on an exception.
 
     Args:
         engine: from `make_engine`.
+        foreign_keys: False: SQLite enforces no foreign key in it (a migration that copies a
+            table: dropping the old one would cascade to its children); on again after it.
 
     Returns:
         A context manager yielding the connection, its transaction begun.
     """
-    with engine.connect() as conn:
+    with engine.connect() as conn, _keys(conn, foreign_keys):
         conn.execution_options(**{_BEGIN: "IMMEDIATE"})
         transaction = conn.begin()  # takes the write lock, waiting for it if need be
         with _without_collection(), transaction:
@@ -138,6 +140,22 @@ def writing(engine: Engine) -> Iterator[Connection]:
             log.warning("the run store at %s: thread %s held its write lock for %.1f s; other "
                         "writers wait for it (at most %d s)", engine.url,
                         threading.current_thread().name, held, BUSY_TIMEOUT_MS // 1000)
+
+
+@contextmanager
+def _keys(conn: Connection, on: bool) -> Iterator[None]:
+    """SQLite's foreign keys off while the block runs (set outside any transaction: inside
+    one SQLite ignores the pragma), then on again; a no-op elsewhere or when `on`."""
+    raw = conn.connection.driver_connection if not on and conn.dialect.name == "sqlite" \
+        else None
+    if raw is None:
+        yield
+        return
+    raw.execute("PRAGMA foreign_keys = OFF")
+    try:
+        yield
+    finally:
+        raw.execute("PRAGMA foreign_keys = ON")
 
 
 @contextmanager
@@ -216,9 +234,13 @@ def upgrade(engine: Engine, revision: str = HEAD) -> None:
     from alembic.util import CommandError
 
     config = alembic_config()
-    with writing(engine) as conn:
-        if conn.dialect.name == "postgresql":  # SQLite's IMMEDIATE already serialises this
+    # Foreign keys off on SQLite: a revision that copies a table (batch mode) drops the old
+    # one, which would cascade to its children's rows; checked before the commit instead.
+    with writing(engine, foreign_keys=False) as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        if not sqlite:  # SQLite's IMMEDIATE already serialises this
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
+        dangling = _dangling(conn) if sqlite else 0
         config.attributes["connection"] = conn
         try:
             command.upgrade(config, revision)
@@ -226,6 +248,15 @@ def upgrade(engine: Engine, revision: str = HEAD) -> None:
             raise ConfigError(f"cannot migrate the run store at {engine.url!r} (at revision "
                               f"{current_revision(engine)}) to {revision}: {exc}. Upgrade "
                               "seqline, or point --store elsewhere.") from exc
+        if sqlite and _dangling(conn) > dangling:  # (rolled back: the store stays as it was)
+            raise InternalError(f"migrating the run store at {engine.url!r} to {revision} "
+                                "left rows pointing at rows it removed")
+
+
+def _dangling(conn: Connection) -> int:
+    """SQLite's rows whose foreign key points at no row (a store written with its keys off
+    may have some: a migration must only not add any)."""
+    return len(conn.exec_driver_sql("PRAGMA foreign_key_check").all())
 
 
 def store_beside(root: Folder) -> bool:

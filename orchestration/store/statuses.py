@@ -30,7 +30,9 @@ class StageStatus(StrEnum):
     succeeded = "succeeded"
     failed = "failed"
     cached = "cached"  # reused from an earlier run's committed artifact
-    skipped = "skipped"  # not run: the `reason` says why (an upstream stage failed)
+    skipped = "skipped"  # did nothing (never started, or only waited for its input): `reason`
+    cancelled = "cancelled"  # stopped at work, before its commit, by a cancel or another
+    # stage's failure (the `reason` says which); its seconds and records are what it did so far
 
 
 class Trigger(StrEnum):
@@ -68,5 +70,5 @@ GOING = (RunStatus.queued, RunStatus.running)
 COMMITTED = (StageStatus.succeeded, StageStatus.cached)
 """A stage run in one of these committed its artifact: a later run may reuse it."""
 
-RAN = (StageStatus.succeeded, StageStatus.failed, StageStatus.running)
+RAN = (StageStatus.succeeded, StageStatus.failed, StageStatus.cancelled, StageStatus.running)
 """A stage run in one of these does or did work in its run (not reused, not skipped)."""

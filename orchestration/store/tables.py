@@ -176,7 +176,7 @@ stage_runs = Table(
     # "upstream `x` failed"), and its cache key's parts, so the next plan can say what changed.
     Column("reason", Text),
     Column("key_parts", JSON),
-    _one_of("status", STAGE_STATUSES),
+    _one_of("status", STAGE_STATUSES),  # revision 8 added `cancelled`
     UniqueConstraint("run_id", "stage", "attempt"),
 )
 

@@ -208,25 +208,28 @@ class RunWriter:
                          .values(status=StageStatus.running, started=now()))
 
     def finish_stage(self, stage_run_id: int, status: str, *, counts: dict[str, int],
-                     seconds: float, waited_input: float, waited_output: float,
-                     max_in_flight: int, cached_from: str | None = None,
+                     seconds: float | None, waited_input: float | None,
+                     waited_output: float | None, max_in_flight: int | None,
+                     cached_from: str | None = None,
                      error: str | None = None, block_retries: int | None = None,
                      reason: str | None = None) -> None:
         """Record how a stage run ended.
 
         Args:
             stage_run_id: from `start_stage`.
-            status: succeeded, failed, cached or skipped.
+            status: succeeded, failed, cancelled (stopped at work, before its commit),
+                cached or skipped (it did nothing).
             counts: records_in, records_out, filtered, exploded, dead_lettered (any missing
                 stay NULL).
-            seconds: the stage's wall time.
+            seconds: the stage's wall time (None: it did nothing, nor did its waits).
             waited_input: seconds it waited for input (backpressure upstream).
             waited_output: seconds it waited for room downstream.
             max_in_flight: the most blocks it had in flight.
             cached_from: for a cache hit, the run whose artifact it reused.
             error: why it failed, one line.
             block_retries: blocks run again because their worker died.
-            reason: replaces the planned reason when set (a skipped stage: why it did not run).
+            reason: replaces the planned reason when set (a cancelled or skipped stage: what
+                stopped it).
 
         Raises:
             ConfigError: an unknown status or count name.

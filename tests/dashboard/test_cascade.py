@@ -1,5 +1,6 @@
-"""Root cause versus cascade, from the store's rows: a stage a failure stopped names that
-stage; one a cancel stopped says so; a stage that ran, was reused or still waits says nothing."""
+"""Root cause versus cascade, from the store's rows: a stage a failure stopped (cancelled) or
+kept from starting (skipped) names that stage; one a cancel stopped says so; a stage that ran,
+was reused or still waits says nothing."""
 
 from __future__ import annotations
 
@@ -19,15 +20,21 @@ def _stage(name: str, status: str, records_in: int | None = None) -> dict[str, o
     (_stage("batches", "skipped", 0), "failed", FAILURE,
      {"because": "failure", "stage": "features", "verb": "not run",
       "short": "not run: features failed"}),
-    (_stage("read", "skipped", 1_024), "failed", FAILURE,  # upstream, stopped mid-way
+    (_stage("read", "cancelled", 1_024), "failed", FAILURE,  # upstream, stopped mid-way
+     {"because": "failure", "stage": "features", "verb": "stopped",
+      "short": "stopped: features failed"}),
+    (_stage("batches", "cancelled", 0), "failed", FAILURE,  # its first block not done yet
      {"because": "failure", "stage": "features", "verb": "stopped",
       "short": "stopped: features failed"}),
     (_stage("model", "pending"), "failed", FAILURE,  # a store that never marked it skipped
      {"because": "failure", "stage": "features", "verb": "not run",
       "short": "not run: features failed"}),
-    (_stage("batches", "skipped", 512), "cancelled", None,
+    (_stage("batches", "cancelled", 512), "cancelled", None,
      {"because": "cancel", "stage": None, "verb": "stopped",
       "short": "stopped: the run was cancelled"}),
+    (_stage("model", "skipped"), "cancelled", None,  # the cancel came before it started
+     {"because": "cancel", "stage": None, "verb": "not run",
+      "short": "not run: the run was cancelled"}),
     (_stage("features", "failed", 300), "failed", FAILURE, None),  # the root cause itself
     (_stage("read", "succeeded", 1_461), "failed", FAILURE, None),
     (_stage("read", "cached", 1_461), "failed", FAILURE, None),

@@ -1,6 +1,6 @@
 """The run page's graph: layers from the stages' sources, records on the edges, a look per
-state (ran, reused, not run because another stage failed, not run), boxes that never overlap
-and edges that never cross a box."""
+state (ran, reused, stopped or not run because another stage failed, not run), boxes that
+never overlap and edges that never cross a box."""
 
 from __future__ import annotations
 
@@ -89,8 +89,15 @@ def test_readers_of_one_stage_sit_side_by_side_and_edges_run_between_layers():
         "because": "failure", "stage": "features", "verb": "not run",
         "short": "not run: features failed"}), "not run: features failed", "because-failure"),
     (_stage("s", None, status="skipped", not_run={
+        "because": "cancel", "stage": None, "verb": "not run",
+        "short": "not run: the run was cancelled"}), "not run: the run was cancelled", "notrun"),
+    # started, then stopped: solid in cancelled's colour, or the cascade's look
+    (_stage("s", None, status="cancelled", not_run={
         "because": "cancel", "stage": None, "verb": "stopped",
-        "short": "stopped: the run was cancelled"}), "stopped: the run was cancelled", "notrun"),
+        "short": "stopped: the run was cancelled"}), "stopped: the run was cancelled", "ran"),
+    (_stage("s", None, status="cancelled", not_run={
+        "because": "failure", "stage": "features", "verb": "stopped",
+        "short": "stopped: features failed"}), "stopped: features failed", "because-failure"),
 ])
 def test_each_state_has_its_words_and_look(stage, words, look):
     assert node_words(stage) == (words, look)
@@ -106,6 +113,15 @@ def test_an_edge_into_a_stage_that_did_not_run_carries_no_records_and_is_dashed(
     assert [(e["labels"], e["look"]) for e in drawn["edges"]] == [(["40"], "ran"),
                                                                   ([], "notrun")]
     assert drawn["nodes"][2]["title"].startswith("more: not run: work failed")
+
+
+def test_an_edge_into_a_stage_a_cancel_stopped_carries_what_it_took_in():
+    stopped = {"because": "cancel", "stage": None, "verb": "stopped",
+               "short": "stopped: the run was cancelled"}
+    drawn = graph([_stage("read", None, records_in=40),
+                   _stage("work", "read", status="cancelled", records_in=30, not_run=stopped)])
+    assert [(e["labels"], e["look"]) for e in drawn["edges"]] == [(["40 out", "30 in"], "ran")]
+    assert drawn["nodes"][1]["status"] == "cancelled"
 
 
 def test_a_long_name_is_cut_to_its_box_and_whole_in_its_tooltip():
@@ -169,3 +185,16 @@ def test_a_cascade_too_long_for_its_box_says_which_stage_failed_in_brief():
     assert drawn["across"]["boxes"]["batches"]["words"] == "↳ features failed"
     assert drawn["down"]["boxes"]["batches"]["words"] == "not run: features failed"  # fits
     assert drawn["nodes"][1]["title"].startswith("batches: not run: features failed")
+
+
+def test_a_cancel_too_long_for_its_box_tells_a_stopped_stage_from_one_not_started():
+    stopped = {"because": "cancel", "stage": None, "verb": "stopped",
+               "short": "stopped: the run was cancelled"}
+    drawn = graph([_stage("features", None, status="cancelled", records_in=800,
+                          not_run=stopped),
+                   _stage("batches", "features", status="skipped", records_in=None,
+                          not_run={**stopped, "verb": "not run",
+                                   "short": "not run: the run was cancelled"})])
+    boxes = drawn["across"]["boxes"]
+    assert (boxes["features"]["words"], boxes["batches"]["words"]) == ("↳ cancelled",
+                                                                       "↳ not run")

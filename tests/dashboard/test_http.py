@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -134,6 +135,25 @@ def test_the_batch_order_is_a_picture_of_every_batch_of_the_epoch(server):
     page = httpx.get(server.url + "/runs/demo-a/stages/model").text
     assert page.count('class="bo-ok"') == picture["batches"]
     assert "each batch goes on where the one before ended" in page
+
+
+def test_the_epoch_table_adds_up_to_the_input_wait_share(server):
+    """The share over the table is its "all" row's wait over its seconds, and that row is
+    the sum of the epochs' rows (each row rounds a few milliseconds to 0.00 s)."""
+    training = httpx.get(server.url + "/api/runs/demo-a/stages/model").json()["training"]
+    epochs = training["epochs"]
+    seconds = sum(e["seconds"] for e in epochs)
+    waited = sum(e["input_wait_seconds"] for e in epochs)
+    assert training["seconds"] == pytest.approx(seconds)
+    assert training["input_wait_seconds"] == pytest.approx(waited)
+    assert training["input_wait_share"] == pytest.approx(waited / seconds)
+    page = httpx.get(server.url + "/runs/demo-a/stages/model").text
+    share = f"{training['input_wait_share'] * 100:.1f} %"
+    assert f"<strong>{share}</strong> of the epochs' time the training steps waited for " \
+           f"batches ({waited:.2f} s of {seconds:.2f} s)." in page
+    total = page.split('<tr class="total">')[1].split("</tr>")[0]
+    assert re.findall(r'<td class="num">([^<]*)</td>', total) == [f"{seconds:.2f} s",
+                                                                  f"{waited:.2f} s"]
 
 
 def test_a_symlink_out_of_the_root_is_refused(server, root, tmp_path):

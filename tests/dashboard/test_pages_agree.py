@@ -1,6 +1,6 @@
 """The run and stage pages tell what the store holds, once: rows/s is records over seconds,
 the timeline's waits are the table's, a reused stage says where from, a failure is one line
-with its traceback on its stage's page, and the stages it stopped say they did not run."""
+with its traceback on its stage's page, and the stage it stopped says it did not run."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from tests.dashboard.conftest import Server, seqline
 
 pytestmark = pytest.mark.e2e
 
-# Four stages on 200 rows; `bad` fails in features at seq 50, so batches never runs, and
-# reuses read and examples from `good`.
+# Four stages on 200 rows; `bad` fails in features on its first block (seq 0), so batches,
+# started with the run, never gets a record (skipped), and reuses read and examples from
+# `good`.
 PIPELINE = """\
 name: breaks
 stages:
@@ -36,7 +37,7 @@ def runs(tmp_path_factory, folder) -> Path:
     root = tmp_path_factory.mktemp("agree")
     (folder / "good.yaml").write_text(PIPELINE.format(fn="latency:double", kwargs=""))
     (folder / "bad.yaml").write_text(PIPELINE.format(fn="latency:boom_at",
-                                                     kwargs=", fn_kwargs: {seq: 50}"))
+                                                     kwargs=", fn_kwargs: {seq: 0}"))
     done = seqline("run", str(folder / "good.yaml"), "--root", str(root), "--run-id", "good",
                    "--no-verify")
     assert done.returncode == 0, done.stderr
@@ -124,14 +125,21 @@ def test_a_failure_is_one_line_on_the_run_page_and_its_traceback_is_on_its_stage
 
 
 def test_the_stages_a_failure_stopped_say_not_run_and_copy_no_error(site):
+    """batches had started (waiting on features' blocks) and got none: skipped, no seconds,
+    no bar, its reason beside it; the failure is not repeated on it."""
     stages, run_page = _stages(site, "bad"), _get(site, "/runs/bad")
     batches = stages["batches"]
     assert batches["status"] == "skipped" and not batches["error"]
-    assert "features" in batches["reason"]
+    assert batches["reason"] == "not run: upstream `features` failed"
+    assert batches["seconds"] is None and batches["waited_input"] is None
     row = _row(run_page, "batches")
     assert _cell(row, "why") == str(escape(batches["reason"]))
+    assert _cell(row, "stage-status") == "skipped"
+    assert _cell(row, "seconds") == _cell(row, "waited-in") == ""
     assert 'class="stage-error"' not in run_page  # no stage repeats the failure
-    assert 'data-state="notrun"' in _drawn(run_page, "batches")
+    drawn = _drawn(run_page, "batches")
+    assert 'data-state="working"' not in drawn and 'data-state="input"' not in drawn
+    assert str(escape(batches["reason"])) in drawn  # its note
     stage_page = _get(site, "/runs/bad/stages/batches")
     assert "error-box" not in stage_page and TRACEBACK not in stage_page
 
@@ -139,7 +147,8 @@ def test_the_stages_a_failure_stopped_say_not_run_and_copy_no_error(site):
 def test_the_slowest_stage_is_one_that_ran(site):
     page, stages = _get(site, "/runs/bad"), _stages(site, "bad")
     named = re.search(r'<strong class="bottleneck">(.*?)</strong>', page)
-    ran = {n for n, s in stages.items() if s["status"] in ("succeeded", "failed", "running")}
+    ran = {n for n, s in stages.items()
+           if s["status"] in ("succeeded", "failed", "cancelled", "running")}
     assert named is None or named.group(1) in ran
     assert "ran 1 of 4 stages on local; 2 reused from run good; 1 not run" in \
         re.sub(r"<[^>]+>", "", page)

@@ -10,8 +10,8 @@ from seqline.orchestration.events import (
     Occupancy,
     RecordsConsumed,
     RunEnded,
+    StageCancelled,
     StageCommitted,
-    StageSkipped,
     StageStarted,
 )
 from seqline.pipeline.tasks import Counts
@@ -35,7 +35,8 @@ def test_progress_peaks_and_events_reach_the_store(tmp_path):
         while len(store.samples_of(ids["pre"])) < 6 and not stop.wait(0.05):
             fed += 1000
             bus.publish(RecordsConsumed(stage="pre", records=fed))
-        bus.publish(StageSkipped(stage="pre", reason="not run to the end: a test"))
+        bus.publish(StageCancelled(stage="pre", seconds=0.5,
+                                   reason="stopped after 0.50 s: a test"))
         bus.publish(RunEnded(status="succeeded", ran=3, reused=0))
         write, pre = store.samples_of(ids["write"]), store.samples_of(ids["pre"])
         shown = {s["name"]: s for s in store.show_run("r")["stages"]}
@@ -46,9 +47,10 @@ def test_progress_peaks_and_events_reach_the_store(tmp_path):
     assert done == sorted(done) and done[-1] > done[0]
     assert max(s["rows_per_s"] for s in pre) > 0
     assert shown["write"]["status"] == "succeeded" and shown["write"]["max_in_flight"] == 6
-    assert shown["pre"]["status"] == "skipped" and shown["pre"]["error"] is None
-    assert shown["pre"]["reason"] == "not run to the end: a test"
+    assert shown["pre"]["status"] == "cancelled" and shown["pre"]["error"] is None
+    assert shown["pre"]["reason"] == "stopped after 0.50 s: a test"
+    assert shown["pre"]["records_in"] == fed  # what it did until it was stopped
     kinds = [e["kind"] for e in events]
     assert kinds[0] == "run_started" and kinds[-1] == "run_ended"
-    assert {"stage_started", "stage_committed", "stage_skipped", "progress"} <= set(kinds)
+    assert {"stage_started", "stage_committed", "stage_cancelled", "progress"} <= set(kinds)
     assert "occupancy" not in kinds and "records_consumed" not in kinds  # coalesced

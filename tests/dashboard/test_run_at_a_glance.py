@@ -178,14 +178,16 @@ def test_the_graph_names_every_stage_with_the_records_on_its_edges(site, watched
 
 def test_the_stage_a_failure_stopped_is_marked_as_its_cascade(site, cascade):
     page = httpx.get(site.url + "/runs/cascade").text
-    box = _node(page, "more")
-    assert 'data-look="because-failure"' in box and "not run: work failed" in box
+    box = _node(page, "more")  # it had started (waiting on work): stopped by the failure
+    assert 'data-look="because-failure"' in box and "stopped: work failed" in box
+    assert "st-cancelled" in box
     assert 'data-look="ran"' in _node(page, "work") and "st-failed" in _node(page, "work")
     why = re.search(r'<tr class="stage-row[^"]*" data-stage="more">.*?<td class="why">(.*?)</td>',
                     page, re.S).group(1)
-    assert why == '<span class="because-failure">not run: upstream `work` failed</span>'
+    assert re.fullmatch(r'<span class="because-failure">stopped after \d+\.\d\d s: upstream '
+                        r'`work` failed</span>', why), why
     note = re.search(r'<g class="tl-row[^"]*" data-stage="more">.*?<text class="tl-note ([^"]*)"',
                      page, re.S)
     assert note and note.group(1) == "tl-because-failure"
     stage = httpx.get(site.url + "/runs/cascade/stages/more").text
-    assert re.search(r'Not run because stage <a href="[^"]+">work</a> failed', stage)
+    assert re.search(r'Stopped because stage <a href="[^"]+">work</a> failed', stage)

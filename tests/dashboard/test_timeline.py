@@ -75,7 +75,7 @@ def _run(stages: list[dict], status: str = "succeeded") -> dict:
     return {"t0": T0, "t1": T0 + 10, "status": status, "stages": stages}
 
 
-def test_timeline_draws_five_states_and_notes_for_stages_that_did_not_run():
+def test_timeline_draws_its_states_and_notes_for_stages_that_did_not_run():
     stages = [
         _stage("read", "cached", t0=T0, t1=T0 + 0.001, seconds=0.001,
                cached_from="first", reason="reused from run first (took 3.21 s)"),
@@ -90,7 +90,8 @@ def test_timeline_draws_five_states_and_notes_for_stages_that_did_not_run():
     assert rows["work"]["bar"]["state"] == "working"
     assert [w["state"] for w in rows["work"]["waits"]] == ["output"]
     assert sum(w["seconds"] for w in rows["work"]["waits"]) == pytest.approx(2.0)
-    assert rows["batches"]["bar"]["state"] == "notrun"
+    # skipped: it did nothing (its thread may have started and waited): no bar, its reason
+    assert rows["batches"]["bar"] is None and rows["batches"]["waits"] == []
     assert rows["batches"]["note"]["text"] == "not run: upstream `work` failed"
     assert rows["model"]["bar"] is None and rows["model"]["note"]["text"] == "not run"
     assert set(drawn["states"]) == {"working", "input", "output", "reused", "notrun"}
@@ -124,6 +125,33 @@ def test_a_stage_a_failure_stopped_is_marked_apart_from_one_a_cancel_stopped():
         None, "failure", "failure", "cancel"]
     assert rows["batches"]["note"]["text"] == "not run: upstream `work` failed"  # the store's
     assert rows["model"]["note"]["text"] == "not run: work failed"  # no reason stored
+
+
+def test_a_cancelled_stage_has_a_bar_for_the_time_it_ran_and_a_skipped_one_none():
+    """A cancel 6 s into the run: `work` started at 1 s and had run 5 s (2 of them waiting
+    on its input); `batches` never started."""
+    stopped = {"because": "cancel", "stage": None, "verb": "stopped",
+               "short": "stopped: the run was cancelled"}
+    stages = [_stage("read"),
+              _stage("work", "cancelled", t0=T0 + 1, t1=T0 + 6, seconds=5.0, waited=(2.0, 0.0),
+                     reason="stopped after 5.00 s: the run was cancelled (SIGINT)",
+                     not_run=stopped),
+              _stage("batches", "skipped", t0=None, t1=T0 + 6, seconds=None,
+                     waited=(None, None), reason="not run: the run was cancelled (SIGINT)",
+                     not_run={**stopped, "verb": "not run",
+                              "short": "not run: the run was cancelled"})]
+    drawn = timeline(_run(stages, "cancelled"), {})
+    rows = {r["name"]: r for r in drawn["rows"]}
+    work = rows["work"]
+    assert (work["status"], work["bar"]["state"], work["bar"]["seconds"]) == (
+        "cancelled", "working", 5.0)
+    assert sum(w["seconds"] for w in work["waits"]) == pytest.approx(2.0)
+    assert work["note"]["text"] == "stopped after 5.00 s: the run was cancelled (SIGINT)"
+    assert work["because"] == "cancel"
+    batches = rows["batches"]
+    assert batches["bar"] is None and batches["waits"] == []
+    assert batches["note"]["text"] == "not run: the run was cancelled (SIGINT)"
+    assert bottleneck(stages[1:]) == {"name": "work", "busy": 3.0, "seconds": 5.0}  # it ran
 
 
 def test_a_cached_stage_without_a_reason_names_the_run_it_came_from():

@@ -1,12 +1,15 @@
-"""One truth, many surfaces: for the demo, a failing run and a cached rerun, the terminal's
-table, `run --json`, `runs show --json`, `/api` and the dashboard's run page agree on every
-stage's status, counts and seconds, and on the failure's one line."""
+"""One truth, many surfaces: for the demo, a failing run, a cached rerun and a cancelled run,
+the terminal's table, `run --json`, `runs show --json`, `/api` and the dashboard's run page
+agree on every stage's status, counts and seconds, and on the failure's one line."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +17,9 @@ import httpx
 import pytest
 from markupsafe import escape
 
-from tests.dashboard.conftest import BAD_FEATURES, DEMO, Server, seqline
+from tests.commands import EXE
+from tests.conftest import USERFNS
+from tests.dashboard.conftest import BAD_FEATURES, DEMO, SLOW, Server, seqline
 
 pytestmark = pytest.mark.e2e
 
@@ -128,7 +133,7 @@ def test_the_demo_tells_one_story_everywhere(surfaces):
         assert committed[s["name"]]["seconds"] == pytest.approx(s["seconds"])
 
 
-def test_a_failure_is_one_line_everywhere_and_the_rest_did_not_run(surfaces):
+def test_a_failure_is_one_line_everywhere_and_the_rest_were_stopped(surfaces):
     said = surfaces["said"]["bad"]
     printed = json.loads(said.stdout)  # run --json: the runs show document, and verify
     shown, api, page = _surfaces_of(surfaces, "bad")
@@ -143,8 +148,18 @@ def test_a_failure_is_one_line_everywhere_and_the_rest_did_not_run(surfaces):
     assert line.removeprefix("Run failed: ").startswith(error["message"])  # the same line
     statuses = {s["name"]: (s["status"], s["reason"], s["error"]) for s in shown["stages"]}
     assert statuses["features"][0] == "failed"
+    # started with the run: cancelled if features' first blocks had reached them, skipped
+    # if they only waited
+    stages = {s["name"]: s for s in shown["stages"]}
     for name in ("batches", "model", "evaluation"):
-        assert statuses[name] == ("skipped", "not run: upstream `features` failed", None)
+        status, reason, own_error = statuses[name]
+        assert own_error is None and status in ("cancelled", "skipped"), name
+        if status == "skipped":
+            assert reason == "not run: upstream `features` failed", reason
+            assert stages[name]["seconds"] is None and not stages[name]["records_in"], name
+        else:
+            assert re.fullmatch(r"stopped after \d+\.\d\d s: upstream `features` failed",
+                                reason), reason
     assert page.count(str(escape(error["message"]))) == 1
     assert "Traceback (most recent call last)" not in page  # (on the stage's page, folded)
 
@@ -188,3 +203,71 @@ def test_store_rebuild_gives_the_documents_the_live_runs_recorded(surfaces, tmp_
             assert sorted(a["artifacts"], key=lambda x: x["role"]) == \
                 sorted(b["artifacts"], key=lambda x: x["role"])
             assert a["evaluation"] == b["evaluation"]
+
+
+# SLOW's two stages, and one that runs only once `work` has committed (--one-by-one): a
+# cancel while `work` runs stops it, and `more` never starts.
+STOPPED = SLOW + """  - {name: more, component: preprocess, params: {fn: "latency:double"}}
+"""
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory) -> Iterator[dict]:
+    """A run cancelled with Ctrl-C (SIGINT) a second into `work`, and the dashboard on it."""
+    folder = tmp_path_factory.mktemp("stopped")
+    (folder / "in.csv").write_text("x\n" + "".join(f"{i}\n" for i in range(200)))
+    (folder / "latency.py").write_text((USERFNS / "latency.py").read_text())
+    (folder / "stopped.yaml").write_text(STOPPED)
+    run = subprocess.Popen([EXE, "run", "stopped.yaml", "--root", "root", "--run-id", "cut",
+                            "--one-by-one", "--json"], cwd=folder, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    log = folder / "root/runs/cut/log.jsonl"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and '"work", "message": "started"' in log.read_text()):
+        assert run.poll() is None and time.monotonic() < deadline, "the run never started"
+        time.sleep(0.1)
+    time.sleep(1.0)  # (work's blocks take 0.3-0.9 s each)
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 128 + signal.SIGINT, err
+    server = Server(folder / "root")
+    try:
+        yield {"root": folder / "root", "url": server.url, "out": out, "err": err}
+    finally:
+        server.stop()
+
+
+def test_a_cancelled_run_tells_one_story_everywhere(stopped):
+    """The stage that was running is cancelled with its seconds (as its reason says them)
+    on every surface, and drawn for the time it ran; the one that never started is skipped,
+    with no seconds and no bar."""
+    surfaces = {"root": stopped["root"], "url": stopped["url"]}
+    shown, api, page = _surfaces_of(surfaces, "cut")
+    printed = json.loads(stopped["out"])  # run --json: the runs show document
+    assert {k: v for k, v in printed.items() if k not in ("verify", "heartbeat")} == \
+        {k: v for k, v in shown.items() if k != "heartbeat"}
+    _agree(shown, api, page, None)
+    assert shown["status"] == "cancelled" and "cancelled (SIGINT)" in stopped["err"]
+    stages = {s["name"]: s for s in shown["stages"]}
+    work, more = stages["work"], stages["more"]
+    assert work["status"] == "cancelled" and work["seconds"] > 0.5, work
+    assert work["reason"] == (f"stopped after {work['seconds']:.2f} s: the run was cancelled "
+                              "(SIGINT)")
+    assert (more["status"], more["seconds"], more["records_in"], more["reason"]) == (
+        "skipped", None, None, "not run: the run was cancelled (SIGINT)")
+    drawn = _timeline_rows(page)
+    bar = re.search(r'class="tl-bar tl-working" data-state="working" data-seconds="([0-9.]+)"',
+                    drawn["work"])
+    assert bar and float(bar.group(1)) == pytest.approx(work["seconds"], abs=0.01)
+    assert escape(work["reason"]) in drawn["work"]  # its note
+    assert "tl-bar" not in drawn["more"] and escape(more["reason"]) in drawn["more"]
+    shown_text = seqline("runs", "show", "cut", "--root", str(stopped["root"])).stdout
+    rows = {line.split("│")[1].strip(): line for line in shown_text.splitlines()
+            if line.startswith("│")}
+    assert "cancelled" in rows["work"] and "skipped" in rows["more"]
+
+
+def _timeline_rows(page: str) -> dict[str, str]:
+    """Each stage's row of the (wide) timeline, as drawn."""
+    wide = page.split('<svg class="timeline"', 1)[1].split("</svg>", 1)[0]
+    return dict(re.findall(r'<g class="tl-row[^"]*" data-stage="([^"]+)">(.*?)</g>', wide, re.S))

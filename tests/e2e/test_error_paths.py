@@ -195,7 +195,7 @@ def test_a_store_that_cannot_record_the_failure_does_not_hide_it(folder):
     the line a user reads, and the store's failure is one line of warning beside it, not a
     traceback."""
     _prepare(folder, *BAD_DATA[1:3])
-    _full_store(folder, {"runs": "'failed'", "stage_runs": "'failed', 'skipped'"})
+    _full_store(folder, {"runs": "'failed'", "stage_runs": "'failed', 'cancelled', 'skipped'"})
     done = _cli(*_run())
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr

@@ -1,9 +1,12 @@
 """The run's event stream, as an in-memory subscriber sees it: complete, ordered and well
-formed for a success, a failure, a cancel, a resume and a cached run, on every runner."""
+formed for a success, a failure, a cancel, a resume and a cached run, on every runner; and
+a stage stopped once its input had reached it is cancelled (its seconds, in the store too),
+one that never started or only waited for its input skipped."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import threading
@@ -20,6 +23,7 @@ from seqline.orchestration.events import (
     Event,
     RunEnded,
     RunStarted,
+    StageCancelled,
     StageCommitted,
     StageFailed,
     StagePlanned,
@@ -28,9 +32,11 @@ from seqline.orchestration.events import (
     StageStarted,
 )
 from seqline.orchestration.stage_output import StageOutput
+from seqline.orchestration.store import RunStore
 from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.errors import Cancelled, StageError
 from tests.conftest import USERFNS
+from tests.stopped import assert_stopped, fed
 
 pytestmark = pytest.mark.integration
 
@@ -96,15 +102,17 @@ def _well_formed(story: Story, stages: list[str], status: str) -> None:
     # the run's end counts its stages as they ended (the run log and the dashboard say these)
     outcomes = [type(ends[s][0]) for s in stages]
     assert (events[-1].ran, events[-1].reused, events[-1].not_run) == (
-        sum(t in (StageCommitted, StageFailed) for t in outcomes),
+        sum(t in (StageCommitted, StageFailed, StageCancelled) for t in outcomes),
         outcomes.count(StageReused), outcomes.count(StageSkipped))
     for stage in stages:
         mine = story.of(stage)
         end = ends[stage][0]
         assert all(not isinstance(e, STAGE_ENDS) for e in mine[mine.index(end) + 1:])
         started = [i for i, e in enumerate(mine) if isinstance(e, StageStarted)]
-        if isinstance(end, StageCommitted | StageFailed):
+        if isinstance(end, StageCommitted | StageFailed | StageCancelled):
             assert started == [1]  # once, right after its plan, before any of its progress
+        if isinstance(end, StageCancelled | StageSkipped):  # stopped: as its input had come
+            assert_stopped(end, fed(events, stage, source=stage == "read"))
         if not started:  # nothing of its work is told (CI run 12: a fused stage's occupancy)
             assert all(isinstance(e, (StagePlanned, *STAGE_ENDS)) for e in mine)
         totals = [e.counts.records_in for e in mine if isinstance(e, BlocksDone)]
@@ -131,7 +139,7 @@ def test_a_successful_run_tells_every_stage_start_progress_and_commit(tmp_path, 
 
 
 @pytest.mark.parametrize("runner", list(RUNNERS))
-def test_a_failure_is_one_stage_failed_and_the_rest_skipped_with_the_reason(tmp_path, runner,
+def test_a_failure_is_one_stage_failed_and_the_rest_stopped_with_the_reason(tmp_path, runner,
                                                                             request):
     if runner == "ray":
         request.getfixturevalue("ray_session")
@@ -145,14 +153,16 @@ def test_a_failure_is_one_stage_failed_and_the_rest_skipped_with_the_reason(tmp_
     assert [e.stage for e in failed] == ["features"]
     assert "\n" not in failed[0].message and "seq 250" in failed[0].message
     assert failed[0].traceback and "boom_at" in failed[0].traceback
-    assert isinstance(ended["again"], StageSkipped)
-    assert ended["again"].reason == "not run: upstream `features` failed"
+    # `again` (its thread waits on features' belt from the run's start) is cancelled if
+    # features' blocks before seq 250 had reached it, else skipped
+    assert_stopped(ended["again"], fed(story.events, "again"), "upstream `features` failed")
     run_end = story.events[-1]
     assert run_end.message == failed[0].message and run_end.error_stage == "features"
 
 
 @pytest.mark.parametrize("runner", list(RUNNERS))
-def test_a_cancel_ends_every_unfinished_stage_as_skipped(tmp_path, runner, request):
+def test_a_cancel_ends_every_stage_that_ran_as_cancelled_with_its_seconds(tmp_path, runner,
+                                                                          request):
     if runner == "ray":
         request.getfixturevalue("ray_session")
     story = Story()
@@ -173,10 +183,49 @@ def test_a_cancel_ends_every_unfinished_stage_as_skipped(tmp_path, runner, reque
     finally:
         signal.signal(signal.SIGINT, before)
     _well_formed(story, ["read", "write", "features", "again"], "cancelled")
-    skipped = [e for e in story.ended().values() if isinstance(e, StageSkipped)]
-    assert skipped and all(e.reason.startswith("not run to the end: the run was cancelled")
-                           for e in skipped)
+    ended = story.ended()
+    assert isinstance(ended["features"], StageCancelled)  # stopped while it worked
+    assert ended["features"].reason.endswith(" s: the run was cancelled (SIGINT)")
+    assert all(isinstance(e, StageCommitted | StageCancelled | StageSkipped)
+               for e in ended.values())
     assert not any(isinstance(e, StageFailed) for e in story.events)
+    # The store says what the events said: features cancelled, its seconds and records so far.
+    with RunStore.open(tmp_path / "root") as store:
+        stored = {s["name"]: s for s in store.show_run("stopped")["stages"]}
+    for name, end in ended.items():
+        if isinstance(end, StageCancelled):
+            row = stored[name]
+            assert (row["status"], row["seconds"], row["reason"]) == (
+                "cancelled", end.seconds, end.reason)
+    assert stored["features"]["records_in"] > 0 and stored["features"]["started"]
+
+
+def test_a_failure_stops_a_running_stage_before_it_as_cancelled(tmp_path):
+    """`again` fails on its first block while `features`, before it, is still at work on
+    the 39 blocks after (100 ms each; more than again's window and belt take in): features
+    did not fail and was not skipped: it ran until the failure stopped it."""
+    _folder(tmp_path, kwargs="{base_ms: 100, seed: 1}")
+    text = (tmp_path / "p.yaml").read_text().replace(
+        '"latency:keep_even"}', '"latency:boom_at", fn_kwargs: {seq: 0}}').replace(
+        "block_records: 40", "block_records: 10").replace("shard_records: 80",
+                                                          "shard_records: 10")
+    (tmp_path / "p.yaml").write_text(text)
+    spec = load_pipeline(tmp_path / "p.yaml", COMPONENTS)
+    story = Story()
+    with pytest.raises(StageError, match="bad value at seq 0"):
+        _run(spec, tmp_path, "sibling", story)
+    _well_formed(story, ["read", "write", "features", "again"], "failed")
+    ended = story.ended()
+    assert isinstance(ended["again"], StageFailed)
+    features = ended["features"]
+    assert isinstance(features, StageCancelled) and features.seconds > 0
+    assert re.fullmatch(r"stopped after \d+\.\d\d s: `again` failed", features.reason)
+    with RunStore.open(tmp_path / "root") as store:
+        stored = {s["name"]: s for s in store.show_run("sibling")["stages"]}
+    assert (stored["features"]["status"], stored["features"]["seconds"]) == (
+        "cancelled", features.seconds)
+    assert stored["features"]["records_in"] > 0
+    assert stored["again"]["status"] == "failed"
 
 
 @pytest.mark.parametrize("runner", list(RUNNERS))
@@ -248,6 +297,8 @@ def test_a_stage_fed_by_one_that_fails_after_its_last_block_commits_nothing(
     _well_formed(story, ["read", "write", "features", "again"], "failed")
     ended = story.ended()
     assert isinstance(ended["read"], StageFailed)
-    assert {type(ended[s]) for s in ("write", "features", "again")} == {StageSkipped}
-    assert ended["write"].reason == "not run: upstream `read` failed"
+    # stopped (cancelled once their input had reached them, as _well_formed checks), each
+    # saying why
+    for stage in ("write", "features", "again"):
+        assert_stopped(ended[stage], fed(story.events, stage), "upstream `read` failed")
     assert not list((tmp_path / "root" / "runs" / "over").glob("*/manifest.json"))

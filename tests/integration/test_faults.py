@@ -307,7 +307,13 @@ def test_sigterm_cancels_in_seconds_then_resumes(folder, calm, runner):
     assert not (run.root / "runs" / run.run_id / "features" / "manifest.json").exists()
     assert time.monotonic() - sent < 30
     assert "Run stopped cancelled (SIGTERM)" in run.err
-    assert _status(run) == "cancelled"
+    shown = _show(run)
+    assert shown["status"] == "cancelled"
+    # The stage the cancel stopped mid-way ran: cancelled, with its seconds and records so far
+    features = next(s for s in shown["stages"] if s["name"] == "features")
+    assert features["status"] == "cancelled" and features["seconds"] > 0, features
+    assert features["reason"] == (f"stopped after {features['seconds']:.2f} s: the run was "
+                                  "cancelled (SIGTERM)")
     assert run.left_behind() == []
     resumed = _resume(run, runner)
     _same_as_calm(resumed, calm)

@@ -1,6 +1,7 @@
 """batching on in-memory records: exact batches, windows at the split, replicas, shuffles."""
 
 import json
+import time
 from dataclasses import asdict
 
 import numpy as np
@@ -113,6 +114,20 @@ def test_batching_audit_records_contiguous_replica_slices():
     audit.begin(0)
     audit.record(np.arange(8, 16), 0.0)
     assert audit.batches == [{"first": 8, "last": 15, "replicas": [[8, 11], [12, 15]]}]
+
+
+def test_the_audit_tells_examples_as_fed_and_the_steps_waits_as_each_epoch_ends():
+    told = []
+    audit = EpochAudit(replicas=1, progress=lambda n, waited: told.append((n, waited)))
+    for epoch in range(2):
+        audit.begin(epoch)
+        audit.step_begins()
+        time.sleep(0.02)  # the step waits for its batch
+        audit.record(np.arange(8), 0.0)
+        audit.end(epoch, {"loss": 1.0})
+    waits = [e["input_wait_seconds"] for e in audit.epochs]
+    assert all(w >= 0.02 for w in waits)
+    assert told == [(8, None), (8, waits[0]), (16, None), (16, waits[0] + waits[1])]
 
 
 SCHEMA = pa.schema([("x", pa.float32()), ("weather", pa.string()), ("y", pa.float32()),

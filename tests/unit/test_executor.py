@@ -1,6 +1,6 @@
 """run_plan on a tiny real pipeline (300 CSV rows, the local runner's threads): every stage ends
-exactly once, as committed, failed, skipped with the reason, or reused; and a stage's end is
-published once however many threads end it."""
+exactly once, as committed, failed, cancelled or skipped with the reason, or reused; and a
+stage's end is published once however many threads end it."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from seqline.orchestration.events import (
     EventBus,
     RunEnded,
     RunStarted,
+    StageCancelled,
     StageCommitted,
     StageFailed,
     StagePlanned,
@@ -37,6 +38,7 @@ from seqline.pipeline.errors import StageError
 from seqline.pipeline.specs import PipelineSpec
 from seqline.pipeline.tasks import Counts
 from tests.conftest import USERFNS
+from tests.stopped import assert_stopped, fed
 
 ROWS = 300
 STAGES = ["read", "write", "features", "again", "last"]
@@ -130,8 +132,10 @@ FAILURES = [
 
 @pytest.mark.parametrize(("failing", "downstream"), [c[1:] for c in FAILURES],
                          ids=[c[0] for c in FAILURES])
-def test_run_plan_fails_one_stage_and_skips_those_after_it(tmp_path, runner, failing,
-                                                            downstream):
+def test_run_plan_fails_one_stage_and_stops_the_others(tmp_path, runner, failing, downstream):
+    """The failing stage is failed; every other that its input had reached is cancelled,
+    with the seconds it ran in its reason; one that only waited for its input (on the
+    assembly line every stage's thread starts with the run) is skipped ("not run: …")."""
     root = tmp_path / "root"
     story = Story()
     spec = _spec(tmp_path / "p", failing=failing)
@@ -146,13 +150,13 @@ def test_run_plan_fails_one_stage_and_skips_those_after_it(tmp_path, runner, fai
     assert "\n" not in failed.message and "bad value at seq 120" in failed.message
     assert failed.traceback is not None and "boom_at" in failed.traceback
     for stage in downstream:
-        assert isinstance(ends[stage], StageSkipped), stage
-        assert ends[stage].reason == f"not run: upstream `{failing}` failed"
+        assert_stopped(ends[stage], fed(story.events, stage), f"upstream `{failing}` failed")
     upstream = STAGES[:STAGES.index(failing)]
     for stage in upstream:  # done before the failure, or stopped by it
         end = ends[stage]
-        assert isinstance(end, StageCommitted) or (
-            isinstance(end, StageSkipped) and end.reason == f"stopped: `{failing}` failed"), end
+        if not isinstance(end, StageCommitted):
+            assert_stopped(end, fed(story.events, stage, source=stage == "read"),
+                           f"`{failing}` failed")
     for stage in STAGES:  # no artifact of a stage that did not commit
         assert _committed(root, "r", stage) == isinstance(ends[stage], StageCommitted), stage
 
@@ -191,16 +195,18 @@ def _commit(stage: str | None) -> StageCommitted:
                           max_in_flight=2, block_retries=0)
 
 
-CANCELLED = "not run to the end: the run was cancelled (SIGTERM)"
+CANCELLED = "not run: the run was cancelled (SIGTERM)"
+STOPPED = StageCancelled(stage="write", seconds=1.5,
+                         reason="stopped after 1.50 s: the run was cancelled (SIGTERM)")
 # (the end published first, then a second end of the same stage, which is dropped)
 SECOND_ENDS = [
-    ("a commit, then a cancel's skip", _commit("write"),
-     StageSkipped(stage="write", reason=CANCELLED)),
+    ("a commit, then a cancel's stop", _commit("write"), STOPPED),
+    ("a cancel's stop, then a late commit", STOPPED, _commit("write")),
     ("a cancel's skip, then a late commit", StageSkipped(stage="write", reason=CANCELLED),
      _commit("write")),
-    ("a failure, then a skip", StageFailed(stage="write", message="boom", traceback=None,
+    ("a failure, then a stop", StageFailed(stage="write", message="boom", traceback=None,
                                            seq=None),
-     StageSkipped(stage="write", reason="stopped: `write` failed")),
+     StageCancelled(stage="write", seconds=0.2, reason="stopped after 0.20 s: `write` failed")),
 ]
 
 

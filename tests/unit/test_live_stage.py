@@ -54,3 +54,14 @@ def test_records_consumed_never_go_back_and_retries_count():
     live.follow(RecordsConsumed(stage="s", records=90))
     live.follow(BlockRetried(stage="s", block=3, first_seq=384, attempt=2))
     assert (live.records, live.retries) == (100, 1)
+
+
+def test_a_driver_stage_that_measures_its_own_waits_is_sampled_by_them():
+    """Train tells its steps' input waits as each epoch ends: its live figure is that one (the
+    measure its result holds), not the line's, and a later count without one keeps it."""
+    live = _stage()
+    live.follow(WaitEnded(stage="s", on="input", seconds=1.0))  # waiting for the plan
+    assert live.waits(time.perf_counter())[0] == 1.0
+    live.follow(RecordsConsumed(stage="s", records=64, waited_input=0.25))
+    live.follow(RecordsConsumed(stage="s", records=96))
+    assert live.waits(time.perf_counter() + 1.0)[0] == 0.25

@@ -18,6 +18,7 @@ from seqline.orchestration.events import (
     Occupancy,
     RunEnded,
     RunStarted,
+    StageCancelled,
     StageCommitted,
     StageFailed,
     StagePlanned,
@@ -141,7 +142,7 @@ def test_recorder_records_how_each_stage_and_the_run_ended(tmp_path, pipeline, s
         "read": ("cached", 300, 300, "earlier", REUSED, None),
         "write": ("succeeded", 300, 300, None, plan.step("write").reason, None),
         "features": ("failed", 120, None, None, plan.step("features").reason, FAILURE),
-        "again": ("skipped", 0, None, None, SKIPPED, None),
+        "again": ("skipped", None, None, None, SKIPPED, None),
     }
     assert [s["attempts"] for s in stages.values()] == [1, 1, 1, 1]
     write, features, again = stages["write"], stages["features"], stages["again"]
@@ -150,7 +151,8 @@ def test_recorder_records_how_each_stage_and_the_run_ended(tmp_path, pipeline, s
     assert stages["read"]["seconds"] == 0.0  # about nothing now: it ran in run `earlier`
     assert 0.06 <= features["seconds"] < 5 and features["waited_input"] == 0.02
     assert features["waited_output"] >= 0.06
-    assert (again["seconds"], again["started"]) == (0.0, None)  # it never started
+    # it never started: no seconds, no waits, nothing counted
+    assert (again["seconds"], again["started"], again["waited_input"]) == (None, None, None)
     artifacts = {(a["role"], Path(a["uri"]).name): a for a in write["artifacts"]}
     assert set(artifacts) == {("output", "write"), ("input", "read")}
     output = artifacts[("output", "write")]
@@ -159,6 +161,48 @@ def test_recorder_records_how_each_stage_and_the_run_ended(tmp_path, pipeline, s
     assert [(a["role"], a["kind"]) for a in stages["read"]["artifacts"]] == [("output",
                                                                               "stream")]
     assert features["artifacts"] == [] and again["artifacts"] == []
+
+
+def test_recorder_records_a_stopped_stage_as_cancelled_with_its_seconds_and_records(
+        tmp_path, pipeline, store):
+    """A cancel: the stages that had started are cancelled, with the seconds the event
+    says (its reason says them too) and what they took in so far; the one that never
+    started is skipped, with no seconds. The events table keeps both ends."""
+    root = tmp_path / "root"
+    plan = _plan(pipeline, root)
+    bus = _recording(store, plan, pipeline)
+    bus.publish(StageStarted(stage="read"))
+    bus.publish(_committed(root, "read", 300))
+    for stage in ("write", "features"):
+        bus.publish(StageStarted(stage=stage))
+    bus.publish(BlocksDone(stage="write", counts=Counts(100, 100), blocks=1, waited_input=0.1,
+                           waited_output=0.0))
+    stopped = {"write": 1.25, "features": 1.5}
+    for stage, seconds in stopped.items():
+        bus.publish(StageCancelled(stage=stage, seconds=seconds, reason=(
+            f"stopped after {seconds:.2f} s: the run was cancelled (SIGINT)")))
+    bus.publish(StageSkipped(stage="again", reason="not run: the run was cancelled (SIGINT)"))
+    bus.publish(RunEnded(status="cancelled", ran=3, reused=0, not_run=1,
+                         message="Cancelled: SIGINT"))
+
+    run, stages = _shown(store)
+    assert run["status"] == "cancelled"
+    got = {name: (s["status"], s["records_in"], s["seconds"], s["reason"])
+           for name, s in stages.items()}
+    assert got == {
+        "read": ("succeeded", 300, 0.8, plan.step("read").reason),
+        "write": ("cancelled", 100, 1.25,
+                  "stopped after 1.25 s: the run was cancelled (SIGINT)"),
+        "features": ("cancelled", 0, 1.5,
+                     "stopped after 1.50 s: the run was cancelled (SIGINT)"),
+        "again": ("skipped", None, None, "not run: the run was cancelled (SIGINT)"),
+    }
+    assert stages["write"]["waited_input"] == 0.1 and stages["write"]["started"] is not None
+    assert stages["again"]["started"] is None
+    kinds = [e["kind"] for e in store.events_of("r")]
+    assert kinds.count("stage_cancelled") == 2 and kinds.count("stage_skipped") == 1
+    cancelled = next(e for e in store.events_of("r") if e["kind"] == "stage_cancelled")
+    assert (cancelled["stage"], cancelled["seconds"]) == ("write", 1.25)
 
 
 def test_recorder_stores_each_end_event_once_and_leaves_out_what_it_coalesces(

@@ -13,6 +13,7 @@ from seqline.orchestration.events import (
     BlocksDone,
     RunEnded,
     RunStarted,
+    StageCancelled,
     StageCommitted,
     StageFailed,
     StageSkipped,
@@ -114,19 +115,24 @@ def test_run_log_tells_the_stages_story_from_events_but_not_progress(tmp_path):
                        block_retries=0))
     log(StageFailed(stage="features", message="stage 'features' failed: ValueError: bad",
                     traceback="Traceback ...\nValueError: bad", seq=4))
+    log(StageCancelled(stage="batches", seconds=0.4,
+                       reason="stopped after 0.40 s: upstream `features` failed"))
     log(StageSkipped(stage="model", reason="not run: upstream `features` failed"))
-    log(RunEnded(status="failed", ran=2, reused=0, message="stage 'features' failed",
-                 traceback="Traceback ...", error_stage="features"))
+    log(RunEnded(status="failed", ran=3, reused=0, not_run=1,
+                 message="stage 'features' failed", traceback="Traceback ...",
+                 error_stage="features"))
     lines = _lines(tmp_path)
     assert [(line["level"], line["stage"]) for line in lines] == [
-        ("INFO", None), ("INFO", "read"), ("ERROR", "features"), ("WARNING", "model"),
-        ("INFO", None)]
+        ("INFO", None), ("INFO", "read"), ("ERROR", "features"), ("WARNING", "batches"),
+        ("WARNING", "model"), ("INFO", None)]
     assert "10 records in, 9 out, 1 filtered" in lines[1]["message"]
     assert lines[2]["traceback"].endswith("ValueError: bad")
+    assert lines[3]["message"] == "stopped after 0.40 s: upstream `features` failed"
     # The run's end names the failed stage once: "errors only" shows the cause, not twice.
-    assert "traceback" not in lines[4] and "'features'" in lines[4]["message"]
+    assert "traceback" not in lines[5] and "'features'" in lines[5]["message"]
+    assert lines[5]["message"].endswith("ran 3 stages, reused 0, 1 not run")
     log(RunStarted(run_id="r1", pipeline="p", runner="local", workers=2, window=8))
-    assert len(_lines(tmp_path)) == 5  # RunEnded closed it
+    assert len(_lines(tmp_path)) == 6  # RunEnded closed it
 
 
 def test_run_log_failure_before_any_stage_is_an_error_line(tmp_path):

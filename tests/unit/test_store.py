@@ -282,6 +282,47 @@ class TestStoreContract:
         assert stage["evaluation"]["metrics"] == {"mae": 1.5}
         assert stage["artifacts"][0]["uri"] == "/old/model" and stage["error"] is None
 
+    def test_store_upgrade_from_revision_7_keeps_a_skipped_stage_and_allows_cancelled(
+            self, store_url):
+        """Revision 8 lets a stage be `cancelled`: a store made at revision 7 upgrades in
+        place (on SQLite by copying stage_runs, whose old table's drop must not cascade to
+        the samples, epochs, metrics and lineage of its rows), its skipped stage unchanged."""
+        engine = make_engine(store_url)
+        upgrade_to(engine, "0007")
+        _seed_first_revision(engine)
+        with engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO stage_runs (id, run_id, stage, component, status, attempt, "
+                "params, reason) VALUES (2, 'old', 'evaluate', 'evaluate', 'skipped', 1, "
+                "'{}', 'not run to the end: the run was cancelled (SIGINT)')"))
+        with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:  # not yet allowed
+            conn.execute(sa.text("UPDATE stage_runs SET status = 'cancelled' WHERE id = 2"))
+        engine.dispose()
+        store = RunStore(store_url)  # opening upgrades to head
+        shown = store.show_run("old")
+        train, evaluate = shown["stages"]
+        assert (evaluate["status"], evaluate["reason"]) == (
+            "skipped", "not run to the end: the run was cancelled (SIGINT)")
+        assert (train["status"], train["samples"], train["records_out"]) == ("succeeded", 3, 7)
+        assert train["epochs"][0]["metrics"] == {"loss": 0.5}
+        assert train["evaluation"]["metrics"] == {"mae": 1.5}
+        assert train["artifacts"][0]["uri"] == "/old/model"
+        store.finish_stage(evaluate["stage_run_id"], "cancelled", counts={"records_in": 40},
+                           seconds=1.2, waited_input=0.1, waited_output=0.0, max_in_flight=2,
+                           reason="stopped after 1.20 s: the run was cancelled (SIGINT)")
+        now = store.show_run("old")["stages"][1]
+        store.close()
+        assert (now["status"], now["seconds"], now["records_in"]) == ("cancelled", 1.2, 40)
+        engine = make_engine(store_url)
+        assert current_revision(engine) == HEAD_REVISION == "0008"
+        with engine.connect() as conn:  # the migration and tables.py still describe one schema
+            assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+            if conn.dialect.name == "sqlite":  # its foreign keys on again, none dangling
+                assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+        with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:  # still checked
+            conn.execute(sa.text("UPDATE stage_runs SET status = 'stopped' WHERE id = 2"))
+        engine.dispose()
+
     def test_store_opened_by_two_processes_at_once_migrates_once(self, store_url):
         results = RACE.Queue()
         _race(_create_after_barrier_unopened, [(store_url, "a", results),

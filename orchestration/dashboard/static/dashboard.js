@@ -182,7 +182,9 @@
       const totals = withTotals(JSON.parse(JSON.stringify(stages)));
       const i = align(totals, "waited_input", t0), o = align(totals, "waited_output", t0);
       const data = [i.data[0], i.data[1] || [], o.data[1] || []];
-      draw(el, { series: series(["waited on input", "waited on output"], "", data, true, U.duration),
+      // Linear between samples: a running total whose wait fell somewhere in the second
+      // before each sample (a step would put a whole second's wait at its start).
+      draw(el, { series: series(["waited on input", "waited on output"], "", data, false, U.duration),
         scales: { x: spanScale(), y: fromZero(0.01) },
         axes: [x, secondsAxis("time waited")] }, data);
     }
