@@ -137,6 +137,11 @@ def test_train_stage_page_shows_epochs_and_the_audit(server, page):
     assert page.url.endswith("?epoch=3")  # the selection is in the address
     assert page.evaluate("window.notReloaded") is True
     expect(page.locator("table.history tbody tr")).to_have_count(2)
+    # demo-b reused the model: the table lists it, the chart of seconds only the run that ran
+    expect(page.locator("table.history")).to_contain_text("cached")
+    ran = page.evaluate("document.querySelector('#chart-history').uplot.data[1]")
+    model = httpx.get(server.url + "/api/runs/demo-a/stages/model").json()["stage"]
+    assert ran == [pytest.approx(model["seconds"])], ran
     assert page.problems == []
 
 

@@ -225,8 +225,11 @@
       axes: [wholeAxis("epoch"), countAxis(names[0] || "")] }, data);
   }
 
+  // The runs that ran the stage: a reused one's seconds (about 0, the reuse itself) would
+  // read as the stage become instant; the table beside it lists every run.
   function historyChart(el, rows) {
-    const shown = rows.slice().reverse().filter(function (r) { return r.seconds !== null; });
+    const ran = ["succeeded", "failed", "cancelled"];
+    const shown = rows.slice().reverse().filter(function (r) { return r.seconds !== null && ran.indexOf(r.status) >= 0; });
     draw(el, { series: [{ label: "run", value: function (u, v) { return v === null || !shown[v - 1] ? "" : shown[v - 1].run_id; } },
       { label: "duration", stroke: COLORS[0], width: 1.5, points: { show: true }, value: function (u, v) { return U.duration(v); } }],
       scales: { x: wholeScale(), y: fromZero(0.01) },
