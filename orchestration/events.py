@@ -208,9 +208,9 @@ class StageSkipped(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class StageCancelled(Event):
-    """A stage that started and was stopped before its commit, by a cancel or by another
-    stage's failure: it ran for `seconds` (from its StageStarted to its stop) and its
-    progress events told what it did so far.
+    """A stage stopped at work (started, and its input had reached it) before its commit, by
+    a cancel or by another stage's failure: it ran for `seconds` (from its StageStarted to
+    its stop) and its progress events told what it did so far.
 
     Example reason: "stopped after 3.21 s: the run was cancelled (SIGINT)"."""
 

@@ -56,12 +56,11 @@ COALESCED = (BlocksDone, HeadOfLine, Occupancy, RecordsConsumed, WaitStarted, Wa
 class RunRecorder:
     """One run's record in the store, written from its events.
 
-    Stage rows are written as stages are planned, start, commit, fail, are cancelled or are
-    skipped; a
-    daemon thread samples every running stage about every `sample_seconds` (records done,
-    rows/s, waits, the peaks of blocks in flight and held in the reorder buffer, and what
-    holds that buffer back now: its watermark and the block it waits for) and writes
-    the samples, the events and a heartbeat in batches.
+    Stage rows are written as stages are planned, start, commit, fail, are cancelled or
+    skipped; a daemon thread samples every running stage about every `sample_seconds`
+    (records done, rows/s, waits, the peaks of blocks in flight and held in the reorder
+    buffer, and what holds that buffer back now: its watermark and the block it waits for)
+    and writes the samples, the events and a heartbeat in batches.
     """
 
     def __init__(self, store: RunStore, plan: RunPlan, spec: PipelineSpec,

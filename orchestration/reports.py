@@ -34,9 +34,9 @@ class StageReport:
     """What one stage did: its status, counts, time, waits and where its artifact is.
 
     `status`: succeeded, cached (reused from run `cached_from`), kept (committed by the
-    resumed run's earlier attempt), failed, cancelled (started, then stopped before its
-    commit by a cancel or another stage's failure: `reason` says which), skipped (never
-    started: `reason` says why), or pending/running while the run goes. `seconds` is this
+    resumed run's earlier attempt), failed, cancelled (stopped at work, before its commit,
+    by a cancel or another stage's failure: `reason` says which), skipped (it did nothing:
+    `reason` says why), or pending/running while the run goes. `seconds` is this
     run's: a cancelled stage's until it stopped, 0 for a stage not run.
     """
 

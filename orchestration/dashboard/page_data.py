@@ -170,7 +170,8 @@ def _not_run(stage: dict[str, Any], failure: dict[str, Any] | None,
     """Why a stage did not run, or not to the end, as the store tells it: the root cause
     versus its cascade. In a failed run every stage cancelled or skipped was stopped by the
     failure (the executor stops stages for a failure or a cancel only); the store's error
-    names the stage. A cancelled stage had started ("stopped"), a skipped one had not.
+    names the stage. A cancelled stage was stopped at work ("stopped"), a skipped one did
+    nothing ("not run").
 
     Example: a skipped stage, in a run whose failure is in `features` -> {"because":
     "failure", "stage": "features", "verb": "not run", "short": "not run: features
