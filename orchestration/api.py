@@ -220,8 +220,8 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
         reports, reads = RunReports(), ShardReads() if options.verify else None
         bus = EventBus(RunRecorder(runs, plan, spec, COMPONENTS), reports,
                        RunFile(run_dir(root, run_id), options.queue), *subscribers)
-        try:
-            with _runner(options, bus) as runner, sigterm_cancels():
+        try:  # SIGTERM cancels while the engine starts too, and after (Ray sets its own)
+            with sigterm_cancels(), _runner(options, bus) as runner, sigterm_cancels():
                 run_plan(plan, spec, runner, root, bus, reads)
         except KeyboardInterrupt as exc:
             cancelled = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")

@@ -181,7 +181,8 @@ def sigterm_cancels() -> Iterator[None]:
     """SIGTERM (systemd, Kubernetes, `kill`) cancels the run as Ctrl-C does.
 
     Only from the main thread, where Python delivers signals; elsewhere (a run inside a
-    user's thread) the default stays.
+    user's thread) the default stays. Ray puts in a handler of its own as it starts, which
+    exits with status 15: inside this block that too is the cancel it means.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -194,5 +195,9 @@ def sigterm_cancels() -> Iterator[None]:
     previous = signal.signal(signal.SIGTERM, cancel)
     try:
         yield
+    except SystemExit as exc:
+        if exc.code != signal.SIGTERM:
+            raise
+        raise Cancelled("SIGTERM") from None
     finally:
         signal.signal(signal.SIGTERM, previous)

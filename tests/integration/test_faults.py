@@ -319,6 +319,21 @@ def test_sigterm_cancels_in_seconds_then_resumes(folder, calm, runner):
     _same_as_calm(resumed, calm)
 
 
+def test_sigterm_while_ray_starts_cancels_the_run(folder):
+    """Ray puts in a SIGTERM handler of its own as it starts (it exits with status 15): a
+    SIGTERM then, before any stage ran, still cancels the run (it was stored failed,
+    "SystemExit: 15", exit 15)."""
+    run = Run(folder, QUICK, "early", "ray")
+    run.until(lambda: any(_titled(p, "gcs_server") for p in list(run.started.values())),
+              "Ray's gcs_server")
+    assert not (run.root / "runs" / "early" / "read").exists()  # no stage has run yet
+    run.process.send_signal(signal.SIGTERM)
+    assert run.wait() == 128 + signal.SIGTERM, run.err[-3000:]
+    assert "Run early cancelled (SIGTERM)" in run.err, run.err[-3000:]
+    assert _status(run) == "cancelled"
+    assert run.left_behind(grace=90) == []
+
+
 TRAIN = """\
   - {name: batches, component: batching, params: {batch_size: 32, label: y, features: [x]}}
   - {name: model, component: train, params: {model: tabular_regression, epochs: 6}}
