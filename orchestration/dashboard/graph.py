@@ -120,8 +120,11 @@ def _brief(stage: dict[str, Any]) -> str | None:
 
 
 def _title(stage: dict[str, Any], words: str) -> str:
-    """The box's tooltip: its whole name, its state and why (the store's reason)."""
+    """The box's tooltip: its whole name, its state and why (the store's reason); a stage a
+    failure or a cancel stopped: its reason, which says both ("stopped after 2.05 s: …")."""
     why = stage.get("why") or stage.get("reason")
+    if why and stage.get("not_run"):
+        return f"{stage['name']}: {why}"
     return f"{stage['name']}: {words}" + (f" ({why})" if why and why != words else "")
 
 

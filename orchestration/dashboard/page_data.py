@@ -18,6 +18,7 @@ from seqline.orchestration.dashboard.profile_data import profile_view
 from seqline.orchestration.dashboard.series import ended_at
 from seqline.orchestration.dashboard.timeline import NARROW, RAN, bottleneck, timeline
 from seqline.orchestration.store.statuses import ENDED
+from seqline.orchestration.verify import UNCOMMITTED
 
 __all__ = ["run_view", "stage_view"]
 
@@ -53,7 +54,7 @@ def run_view(dash: Dashboard, run_id: str, version: int | None = None) -> dict[s
         "timeline": timeline(run, samples),
         "timeline_narrow": timeline(run, samples, NARROW),  # a phone's
         "bottleneck": bottleneck(run["stages"]),
-        "verify": files.verify_of(dash.root, run_id),
+        "verify": _broken(files.verify_of(dash.root, run_id)),
         "error_place": place.groupdict() if place else None,
         "ended": run["status"] in ENDED,
         "previous": dash.reader.previous_run(run_id),
@@ -105,7 +106,18 @@ def _verified(dash: Dashboard, run_id: str, name: str) -> dict[str, Any] | None:
     """The stage's entry in verify's verdict (its problems and the gap finder's intervals);
     None when the run was not verified or the verdict has no such stage."""
     found = files.verify_of(dash.root, run_id) or {}
-    return next((c for c in found.get("stages") or [] if c.get("stage") == name), None)
+    return _broken(next((c for c in found.get("stages") or [] if c.get("stage") == name),
+                        None))
+
+
+def _broken(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A verdict (a run's, or a stage's entry), with `broken`: whether any problem is one of
+    order (a planned stage without committed output breaks nothing: the terminal says
+    "what it committed holds the contract")."""
+    if verdict is None:
+        return None
+    problems = [p for c in verdict.get("stages") or [verdict] for p in c.get("problems") or []]
+    return {**verdict, "broken": any(not p.startswith(UNCOMMITTED) for p in problems)}
 
 
 def _failure(run: dict[str, Any]) -> dict[str, Any] | None:

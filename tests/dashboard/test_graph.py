@@ -198,3 +198,12 @@ def test_a_cancel_too_long_for_its_box_tells_a_stopped_stage_from_one_not_starte
     boxes = drawn["across"]["boxes"]
     assert (boxes["features"]["words"], boxes["batches"]["words"]) == ("↳ cancelled",
                                                                        "↳ not run")
+
+
+def test_a_stopped_stages_tooltip_is_its_reason_said_once():
+    stopped = {"because": "cancel", "stage": None, "verb": "stopped",
+               "short": "stopped: the run was cancelled"}
+    reason = "stopped after 2.05 s: the run was cancelled (SIGINT)"
+    drawn = graph([_stage("slow", None, status="cancelled", records_in=800, not_run=stopped,
+                          reason=reason)])
+    assert drawn["nodes"][0]["title"] == f"slow: {reason}"

@@ -271,3 +271,28 @@ def _timeline_rows(page: str) -> dict[str, str]:
     """Each stage's row of the (wide) timeline, as drawn."""
     wide = page.split('<svg class="timeline"', 1)[1].split("</svg>", 1)[0]
     return dict(re.findall(r'<g class="tl-row[^"]*" data-stage="([^"]+)">(.*?)</g>', wide, re.S))
+
+
+def test_a_cancelled_runs_verdict_says_the_same_on_the_terminal_and_the_pages(stopped):
+    """What it committed holds the contract; what it did not commit is not verified: neither
+    the run page nor the stopped stage's page says the contract is broken."""
+    said = seqline("verify", "cut", "--root", str(stopped["root"]))
+    assert said.returncode == 1
+    assert "The run did not commit every stage; what it committed holds the contract." in \
+        " ".join(said.stdout.split())
+    page = _once_verified(stopped["url"] + "/runs/cut", "<h2>Verify</h2>\n<p>")
+    assert "the run did not commit every stage; what it committed holds the contract" in page
+    assert "break the contract" not in page
+    stage = _once_verified(stopped["url"] + "/runs/cut/stages/work", "problems")
+    verified = stage.split('id="verified"')[1].split("</section>")[0]
+    assert "not verified:" in verified and "breaks" not in verified
+    assert "no committed output: the run was cancelled." in verified
+
+
+def _once_verified(url: str, marker: str) -> str:
+    """The page once it shows the verdict just saved (an unwatched page is kept up to 2 s)."""
+    deadline = time.monotonic() + 10
+    while marker not in (page := httpx.get(url).text):
+        assert time.monotonic() < deadline, f"{url} never showed the verdict"
+        time.sleep(0.5)
+    return page
