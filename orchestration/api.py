@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime
@@ -18,7 +17,7 @@ from pydantic import BaseModel
 from seqline.components import COMPONENTS
 from seqline.orchestration.environment import quiet_engines, quiet_tensorflow
 from seqline.orchestration.events import EventBus, Subscriber
-from seqline.orchestration.executor import run_plan
+from seqline.orchestration.executor import never_started, run_plan
 from seqline.orchestration.plan import RunPlan, plan_run
 from seqline.orchestration.processes import sigterm_cancels
 from seqline.orchestration.recorder import RunRecorder
@@ -221,11 +220,13 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
         bus = EventBus(RunRecorder(runs, plan, spec, COMPONENTS), reports,
                        RunFile(run_dir(root, run_id), options.queue), *subscribers)
         try:  # SIGTERM cancels while the engine starts too, and after (Ray sets its own)
-            with sigterm_cancels(), _runner(options, bus) as runner, sigterm_cancels():
+            with sigterm_cancels(), _runner(options) as runner, sigterm_cancels():
                 run_plan(plan, spec, runner, root, bus, reads)
         except KeyboardInterrupt as exc:
             cancelled = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")
             cancelled.run_id = run_id
+            if not reports.stages:  # as the engine started: no stage was even planned
+                never_started(plan, spec, root, bus, cancelled)
             bus.publish(reports.run_ended(plan, "cancelled", cancelled))
             raise cancelled from None
         except SeqlineError as exc:
@@ -305,14 +306,12 @@ def run_options(spec: PipelineSpec, **fields: Any) -> RunOptions:
                       engine={**dict(fields.get("engine") or {}), **engine})
 
 
-@contextmanager
-def _runner(options: RunOptions, bus: EventBus) -> Iterator[Runner]:
+def _runner(options: RunOptions) -> Runner:
+    """The chosen engine's runner; `with` starts the engine."""
     engine = dict(options.engine)
     if options.runner == "ray":
         engine["verbose"] = options.output == "verbose"
-    with make_runner(options.runner, workers=options.workers, window=options.window,
-                     **engine) as runner:
-        yield runner
+    return make_runner(options.runner, workers=options.workers, window=options.window, **engine)
 
 
 def quiet_run(spec: PipelineSpec, output: str) -> None:

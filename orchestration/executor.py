@@ -33,12 +33,13 @@ from seqline.pipeline.artifacts import VERDICT, StageArtifact, link_stage, read_
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import Cancelled, StageError
 from seqline.pipeline.feed import ShardFeed
+from seqline.pipeline.reorder import first_window
 from seqline.pipeline.specs import PipelineSpec
 from seqline.pipeline.storage import Folder, storage_of
 from seqline.pipeline.tasks import BlockResult, Counts, MapTask
 from seqline.pipeline.tfrecord import schema_from_text
 
-__all__ = ["run_plan"]
+__all__ = ["never_started", "run_plan"]
 
 log = logging.getLogger(__name__)
 
@@ -122,15 +123,36 @@ def run_plan(plan: RunPlan, spec: PipelineSpec, runner: Runner, root: Folder,
         run_log.detach()
 
 
-def _run_steps(run: RunContext) -> None:
-    plan, spec, bus = run.plan, run.spec, run.bus
-    bus.publish(RunStarted(run_id=plan.run_id, pipeline=spec.name, runner=run.runner.name,
-                           workers=run.runner.workers, window=run.runner.window,
-                           resume=plan.options.resume))
+def never_started(plan: RunPlan, spec: PipelineSpec, root: Folder, bus: EventBus,
+                  cancel: Cancelled) -> None:
+    """A run cancelled before its engine had started (Ctrl-C while Ray or Beam start): its
+    folder, its log and a row for every stage, skipped with the cancel's reason, as a run
+    stopped later tells them; the caller ends the run."""
+    folder = _open_run(run_dir(root, plan.run_id), plan.options.resume)
+    bus.subscribe(RunLog(folder, [s.stage for s in plan.steps], resume=plan.options.resume))
+    options = plan.options
+    _announce(plan, spec, bus, options.runner, options.workers,
+              first_window(options.workers, options.window))
+    for step in plan.steps:
+        if step.action != "keep":  # (a kept stage is the earlier attempt's, as it was)
+            bus.publish(StageSkipped(stage=step.stage,
+                                     reason=f"not run: {_stopped_by(step, plan, None, cancel)}"))
+
+
+def _announce(plan: RunPlan, spec: PipelineSpec, bus: EventBus, runner: str, workers: int,
+              window: int) -> None:
+    """The run's start and its plan, stage by stage."""
+    bus.publish(RunStarted(run_id=plan.run_id, pipeline=spec.name, runner=runner,
+                           workers=workers, window=window, resume=plan.options.resume))
     for step in plan.steps:
         bus.publish(StagePlanned(stage=step.stage, component=step.component, action=step.action,
                                  reason=step.reason, reused_from=step.reused_from,
                                  cache_key=step.cache_key))
+
+
+def _run_steps(run: RunContext) -> None:
+    plan, spec, bus = run.plan, run.spec, run.bus
+    _announce(plan, spec, bus, run.runner.name, run.runner.workers, run.runner.window)
     try:
         for step in plan.steps:
             if step.fused_after:  # its task and results belt, before the stage it is fused to

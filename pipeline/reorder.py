@@ -6,7 +6,7 @@ from typing import Generic, TypeVar
 
 from seqline.pipeline.errors import InternalError
 
-__all__ = ["AdaptiveWindow", "ReorderBuffer"]
+__all__ = ["AdaptiveWindow", "ReorderBuffer", "first_window"]
 
 T = TypeVar("T")
 
@@ -81,6 +81,13 @@ class ReorderBuffer(Generic[T]):
 # driver's memory growing.
 MAX_BLOCKS_PER_WORKER = 32
 MAX_HELD_BYTES = 256 * 2**20
+
+
+def first_window(workers: int, window: int | None) -> int:
+    """A stage's blocks in flight at first: the window the user fixed, else 4x the workers (a
+    few blocks queued per worker hide the engine's hand-over, while memory stays at a few
+    blocks per worker; AdaptiveWindow then widens it behind a straggler)."""
+    return window or 4 * workers
 
 
 class AdaptiveWindow:

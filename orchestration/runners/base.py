@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from seqline.orchestration.events import BlockRetried, HeadOfLine, Occupancy, Subscriber
 from seqline.pipeline.blocks import SEQ, Block
 from seqline.pipeline.errors import ConfigError, StageError
-from seqline.pipeline.reorder import AdaptiveWindow, ReorderBuffer
+from seqline.pipeline.reorder import AdaptiveWindow, ReorderBuffer, first_window
 from seqline.pipeline.tasks import BlockResult, MapTask, SourceTask, StageFailure
 
 __all__ = ["Engine", "Runner", "poisoned", "retry_after_death", "run_windowed"]
@@ -36,11 +36,10 @@ class Runner(ABC):
                  publish: Subscriber | None = None) -> None:
         if workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {workers}.")
-        # 4x the workers: a few blocks queued per worker hide the engine's hand-over, while
-        # memory stays at a few blocks per worker. Unless the user fixed it, the window then
-        # widens behind a straggler (AdaptiveWindow), so ordering does not idle the workers.
+        # Unless the user fixed it, the window widens behind a straggler (AdaptiveWindow), so
+        # ordering does not idle the workers.
         self.workers = workers
-        self.window = window or 4 * workers
+        self.window = first_window(workers, window)
         self.adaptive = window is None
         if self.window < 1:
             raise ConfigError(f"--window must be at least 1, got {self.window}.")

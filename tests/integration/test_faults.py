@@ -319,18 +319,32 @@ def test_sigterm_cancels_in_seconds_then_resumes(folder, calm, runner):
     _same_as_calm(resumed, calm)
 
 
-def test_sigterm_while_ray_starts_cancels_the_run(folder):
-    """Ray puts in a SIGTERM handler of its own as it starts (it exits with status 15): a
-    SIGTERM then, before any stage ran, still cancels the run (it was stored failed,
-    "SystemExit: 15", exit 15)."""
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_cancel_while_ray_starts_is_a_cancelled_run_of_skipped_stages(folder, sent):
+    """Before any stage's turn: the run is cancelled (exit 128 + the signal), its folder, log
+    and every stage's row are there, each stage skipped with the cancel's reason, and verify
+    and the log answer for it. Ray puts in a SIGTERM handler of its own as it starts (it
+    exits with status 15): SIGTERM had been stored failed ("SystemExit: 15"), and a cancel
+    then left a run with no stages, of which `verify` said "no run"."""
     run = Run(folder, QUICK, "early", "ray")
     run.until(lambda: any(_titled(p, "gcs_server") for p in list(run.started.values())),
               "Ray's gcs_server")
     assert not (run.root / "runs" / "early" / "read").exists()  # no stage has run yet
-    run.process.send_signal(signal.SIGTERM)
-    assert run.wait() == 128 + signal.SIGTERM, run.err[-3000:]
-    assert "Run early cancelled (SIGTERM)" in run.err, run.err[-3000:]
-    assert _status(run) == "cancelled"
+    run.process.send_signal(sent)
+    assert run.wait() == 128 + sent, run.err[-3000:]
+    name = signal.Signals(sent).name
+    assert f"Run early cancelled ({name})" in run.err, run.err[-3000:]
+    shown = _show(run)
+    assert shown["status"] == "cancelled"
+    assert [(s["name"], s["status"], s["seconds"], s["reason"]) for s in shown["stages"]] == [
+        (stage, "skipped", None, f"not run: the run was cancelled ({name})")
+        for stage in ("read", "write", "features")]
+    said = subprocess.run([EXE, "verify", "early", "--root", str(run.root)],
+                          capture_output=True, text=True, timeout=120)
+    assert said.returncode == 1 and "no committed output" in said.stdout, said.stderr
+    logs = subprocess.run([EXE, "runs", "logs", "early", "--root", str(run.root)],
+                          capture_output=True, text=True, timeout=120)
+    assert logs.returncode == 0 and f"not run: the run was cancelled ({name})" in logs.stdout
     assert run.left_behind(grace=90) == []
 
 
