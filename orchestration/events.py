@@ -187,12 +187,14 @@ class StageCommitted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class StageFailed(Event):
-    """The stage whose failure stopped the run: the one line the terminal prints, and where."""
+    """The stage whose failure stopped the run: the one line the terminal prints, and where;
+    `seconds` from its start to the stop (None: it never started), as every surface says."""
 
     kind: ClassVar[str] = "stage_failed"
     message: str
     traceback: str | None
     seq: int | None
+    seconds: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -253,20 +253,21 @@ def _stop(run: RunContext, exc: BaseException) -> None:
     for step in run.plan.steps:
         if run.line.is_committed(step.stage):
             continue
+        started = run.tally.started(step.stage)
+        # its seconds: from its start to now, when its thread has ended (or was left)
+        seconds = None if started is None else max(time.time() - started, 0.0)
         if step.stage == cause and not cancelled:
             run.end(StageFailed(stage=step.stage, message=error_line(exc),
-                                traceback=error_traceback(exc),
+                                traceback=error_traceback(exc), seconds=seconds,
                                 seq=exc.seq if isinstance(exc, StageError) else None))
             continue
         why = _stopped_by(step, run.plan, cause, exc if cancelled else None)
-        started = run.tally.started(step.stage)
-        if started is None or (step.source and not step.after
+        if seconds is None or (step.source and not step.after
                                and not run.tally.fed(step.stage)):
             # never started, or started on the line and only waited for input that never
             # came (a one-by-one stage starts once its input is whole)
             run.end(StageSkipped(stage=step.stage, reason=f"not run: {why}"))
-        else:  # its seconds: from its start to now, when its thread has ended (or was left)
-            seconds = max(time.time() - started, 0.0)
+        else:
             run.end(StageCancelled(stage=step.stage, seconds=seconds,
                                    reason=f"stopped after {seconds:.2f} s: {why}"))
     for name, artifact in run.artifacts.items():

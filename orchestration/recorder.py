@@ -186,7 +186,8 @@ class RunRecorder:
                                         blessed=manifest.get("blessed"))
 
     def _stage_failed(self, event: StageFailed) -> None:
-        self._stage_ended(event.stage or "", "failed", error=event.message)
+        self._stage_ended(event.stage or "", "failed", error=event.message,
+                          seconds=event.seconds)
 
     def _stage_cancelled(self, event: StageCancelled) -> None:
         """A stage stopped before its commit: its seconds as the event says (the reason

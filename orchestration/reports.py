@@ -114,7 +114,7 @@ def _apply(report: StageReport, event: Event) -> None:
         report.max_in_flight, report.block_retries = event.max_in_flight, event.block_retries
         report.path = event.path
     elif isinstance(event, StageFailed):
-        report.status = "failed"
+        report.status, report.seconds = "failed", event.seconds or 0.0
     elif isinstance(event, StageCancelled):
         report.status, report.reason, report.seconds = "cancelled", event.reason, event.seconds
     elif isinstance(event, StageSkipped):

@@ -145,14 +145,20 @@ def test_a_failure_is_one_stage_failed_and_the_rest_stopped_with_the_reason(tmp_
         request.getfixturevalue("ray_session")
     story = Story()
     spec = _folder(tmp_path, fn="boom_at", kwargs="{seq: 250}")
-    with pytest.raises(StageError):
-        _run(spec, tmp_path, "bad", story, runner)
+    result = _run(spec, tmp_path, "bad", story, runner, raise_on_error=False)
+    assert isinstance(result.error, StageError)
     _well_formed(story, ["read", "write", "features", "again"], "failed")
     ended = story.ended()
     failed = [e for e in ended.values() if isinstance(e, StageFailed)]
     assert [e.stage for e in failed] == ["features"]
     assert "\n" not in failed[0].message and "seq 250" in failed[0].message
     assert failed[0].traceback and "boom_at" in failed[0].traceback
+    # its seconds, told once: the event's are the store's and the Python API's
+    with RunStore.open(tmp_path / "root") as store:
+        stored = {s["name"]: s for s in store.show_run("bad")["stages"]}
+    reported = {r.stage: r for r in result.stages}
+    assert failed[0].seconds and failed[0].seconds > 0
+    assert stored["features"]["seconds"] == reported["features"].seconds == failed[0].seconds
     # `again` (its thread waits on features' belt from the run's start) is cancelled if
     # features' blocks before seq 250 had reached it, else skipped
     assert_stopped(ended["again"], fed(story.events, "again"), "upstream `features` failed")
