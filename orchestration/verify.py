@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -20,9 +21,15 @@ from seqline.pipeline.deadletters import DEAD_LETTERS
 from seqline.pipeline.errors import RunNotFound
 from seqline.pipeline.storage import Folder, open_root, storage_of, write_json
 
-__all__ = ["UNCOMMITTED", "StageCheck", "verdict", "verify_run"]
+__all__ = ["UNCOMMITTED", "StageCheck", "breaks_contract", "verdict", "verify_run"]
 
 UNCOMMITTED = "no committed output"  # the problem of a planned stage that did not commit
+
+
+def breaks_contract(problems: Iterable[str]) -> bool:
+    """Whether any of a verdict's problems is one of order or bytes: a planned stage without
+    committed output breaks nothing (what the run committed may still hold the contract)."""
+    return any(not p.startswith(UNCOMMITTED) for p in problems)
 
 # Shards read at once: inflating, hashing and reading from an object store release the GIL, so
 # a thread per core (and two more to cover a store's latency) keeps every core busy.

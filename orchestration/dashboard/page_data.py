@@ -18,7 +18,7 @@ from seqline.orchestration.dashboard.profile_data import profile_view
 from seqline.orchestration.dashboard.series import ended_at
 from seqline.orchestration.dashboard.timeline import NARROW, RAN, bottleneck, timeline
 from seqline.orchestration.store.statuses import ENDED
-from seqline.orchestration.verify import UNCOMMITTED
+from seqline.orchestration.verify import breaks_contract
 
 __all__ = ["run_view", "stage_view"]
 
@@ -116,8 +116,8 @@ def _broken(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
     "what it committed holds the contract")."""
     if verdict is None:
         return None
-    problems = [p for c in verdict.get("stages") or [verdict] for p in c.get("problems") or []]
-    return {**verdict, "broken": any(not p.startswith(UNCOMMITTED) for p in problems)}
+    return {**verdict, "broken": breaks_contract(
+        p for c in verdict.get("stages") or [verdict] for p in c.get("problems") or [])}
 
 
 def _failure(run: dict[str, Any]) -> dict[str, Any] | None:
@@ -144,7 +144,9 @@ def _add_figures(stage: dict[str, Any], columns: dict[str, list[Any]],
                  failure: dict[str, Any] | None, run_status: str) -> None:
     """What a stage's rows show beside its counts, added to its dict (run_view's copy):
 
-    `live`: its newest sample; `t1`: its end as its table counts it (series.ended_at);
+    `live`: its newest sample; `shown`: its records in and waits as its row shows them (a
+    running stage's newest sample's; a finished one's row's, None where it has none);
+    `t1`: its end as its table counts it (series.ended_at);
     `rows_per_s`: a running stage's sampled rate, a finished one's records in over its
     seconds (as the terminal's table), None for a stage that did not run now;
     `peak_in_flight`, `peak_held`: the most blocks in flight and held by its reorder buffer
@@ -155,7 +157,11 @@ def _add_figures(stage: dict[str, Any], columns: dict[str, list[Any]],
     `blocked`: a running stage's head of line now, see head_of_line.blocked;
     `accounting`: whether its counts add up, see accounting.accounting.
     """
-    stage["live"] = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
+    stage["live"] = live = {k: v[-1] for k, v in columns.items() if v}  # the newest sample
+    running = stage["status"] == "running"
+    stage["shown"] = {"records_in": live.get("records_done") if running else stage["records_in"],
+                      **{k: live.get(k) if running else stage[k]
+                         for k in ("waited_input", "waited_output")}}
     stage["t1"] = ended_at(stage)  # the timeline's bar and the chart's span: its seconds
     rate = None
     if stage["status"] == "running":
