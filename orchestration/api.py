@@ -19,7 +19,7 @@ from seqline.orchestration.environment import quiet_engines, quiet_tensorflow
 from seqline.orchestration.events import EventBus, Subscriber
 from seqline.orchestration.executor import never_started, run_plan
 from seqline.orchestration.plan import RunPlan, plan_run
-from seqline.orchestration.processes import sigterm_cancels
+from seqline.orchestration.processes import signals_cancel
 from seqline.orchestration.recorder import RunRecorder
 from seqline.orchestration.reports import RunReports, StageReport
 from seqline.orchestration.run_file import RunFile
@@ -213,14 +213,16 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
     options, run_id = _options_and_id(spec, options, run_id, fields)
     root = absolute(open_root(root))
     quiet_run(spec, options.output)
-    with RunStore.open(*store_url(root, store)) as runs:
+    # Ctrl-C and SIGTERM cancel from here on (a cancel the process drops is found again), as
+    # the engine starts (Ray's own SIGTERM exit included) and after (Ray sets its handler).
+    with signals_cancel(), RunStore.open(*store_url(root, store)) as runs:
         plan = plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
         _open_record(runs, spec, plan, pipeline_file)
         reports, reads = RunReports(), ShardReads() if options.verify else None
         bus = EventBus(RunRecorder(runs, plan, spec, COMPONENTS), reports,
                        RunFile(run_dir(root, run_id), options.queue), *subscribers)
-        try:  # SIGTERM cancels while the engine starts too, and after (Ray sets its own)
-            with sigterm_cancels(), _runner(options) as runner, sigterm_cancels():
+        try:
+            with signals_cancel(), _runner(options) as runner, signals_cancel():
                 run_plan(plan, spec, runner, root, bus, reads)
         except KeyboardInterrupt as exc:
             cancelled = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from seqline.orchestration.events import Subscriber, WaitEnded, WaitStarted
+from seqline.orchestration.processes import raise_if_cancelled
 from seqline.pipeline.blocks import Block
 from seqline.pipeline.errors import ConfigError, StageError, disk_full, disk_full_message
 from seqline.pipeline.feed import ShardFeed
@@ -194,7 +195,8 @@ class AssemblyLine:
     def join(self, order: list[str]) -> None:
         """Wait for every stage; raise the first failure (the cause; later ones follow it).
 
-        Ctrl-C or SIGTERM (a KeyboardInterrupt here) stops the line and is raised at once:
+        Ctrl-C or SIGTERM (a KeyboardInterrupt here, or a cancel the signal raised where
+        Python dropped it: processes.raise_if_cancelled) stops the line and is raised at once:
         the caller stops the engine, whose workers the stages may be waiting on, then
         `halt`s.
         """
@@ -203,6 +205,7 @@ class AssemblyLine:
                 thread = self._threads.get(stage)
                 while thread is not None and thread.is_alive():
                     thread.join(timeout=0.2)
+                    raise_if_cancelled()
         except KeyboardInterrupt:
             self.stop.set()
             for feed in self._feeds.values():

@@ -7,17 +7,19 @@ import os
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from seqline.pipeline.errors import Cancelled
 
-__all__ = ["pid_alive", "pid_runs", "remove_scratch", "scratch_dir", "sigterm_cancels",
-           "tidy_scratch"]
+__all__ = ["pid_alive", "pid_runs", "remove_scratch", "raise_if_cancelled", "scratch_dir",
+           "signals_cancel", "tidy_scratch"]
 
 
 def pid_alive(pid: int) -> bool:
@@ -176,23 +178,45 @@ def _remove_made() -> None:
             remove_scratch(folder)
 
 
+# The cancel a signal raised in this run (the main thread's), until its outermost
+# `signals_cancel` block ends: see `raise_if_cancelled`.
+_cancels: list[Cancelled] = []
+_depth = 0
+_unraisable: list[Any] = []  # the hook for exceptions Python drops, before the block's
+
+
 @contextmanager
-def sigterm_cancels() -> Iterator[None]:
-    """SIGTERM (systemd, Kubernetes, `kill`) cancels the run as Ctrl-C does.
+def signals_cancel() -> Iterator[None]:
+    """SIGTERM (systemd, Kubernetes, `kill`) cancels the run as Ctrl-C does, and neither is
+    lost.
 
     Only from the main thread, where Python delivers signals; elsewhere (a run inside a
-    user's thread) the default stays. Ray puts in a handler of its own as it starts, which
-    exits with status 15: inside this block that too is the cancel it means.
+    user's thread) the defaults stay. Ray puts in a SIGTERM handler of its own as it starts,
+    which exits with status 15: inside this block that too is the cancel it means. A SIGINT
+    that Python was told to ignore (a job started with `&` by a script) stays ignored; after
+    the first, a second Ctrl-C is a plain KeyboardInterrupt again, as a user pressing it
+    twice means.
     """
+    global _depth
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def cancel(signum: int, frame: FrameType | None) -> None:
-        signal.signal(signum, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup
-        raise Cancelled(signal.Signals(signum).name)
+        # SIGTERM: a second must not cut the cleanup.
+        again = signal.SIG_IGN if signum == signal.SIGTERM else signal.default_int_handler
+        signal.signal(signum, again)
+        _cancels.append(Cancelled(signal.Signals(signum).name))
+        raise _cancels[0]
 
+    if _depth == 0:
+        _unraisable[:] = [sys.unraisablehook]
+        sys.unraisablehook = _quiet_dropped_cancel
+    _depth += 1
     previous = signal.signal(signal.SIGTERM, cancel)
+    interrupt = signal.getsignal(signal.SIGINT)
+    if interrupt is signal.default_int_handler:
+        signal.signal(signal.SIGINT, cancel)
     try:
         yield
     except SystemExit as exc:
@@ -200,4 +224,26 @@ def sigterm_cancels() -> Iterator[None]:
             raise
         raise Cancelled("SIGTERM") from None
     finally:
+        _depth -= 1
+        if _depth == 0:  # the run is over: its cancel must not stop the next one
+            _cancels.clear()
+            sys.unraisablehook = _unraisable[0]
         signal.signal(signal.SIGTERM, previous)
+        if interrupt is signal.default_int_handler:
+            signal.signal(signal.SIGINT, interrupt)
+
+
+def _quiet_dropped_cancel(dropped: Any) -> None:
+    """A cancel dropped where Python cannot raise it is raised again (`raise_if_cancelled`):
+    its "Exception ignored in ..." traceback would only alarm; anything else is printed."""
+    if not isinstance(dropped.exc_value, Cancelled):
+        _unraisable[0](dropped)
+
+
+def raise_if_cancelled() -> None:
+    """Raise again the cancel a signal raised, if it was lost: Python raises a signal's
+    exception wherever the main thread is, and where that is a weakref callback or a
+    `__del__` (the garbage collector runs them anywhere; SQLAlchemy has some), it only prints
+    "Exception ignored in ..." and the run goes on as if never asked to stop."""
+    if _cancels:
+        raise _cancels[0]

@@ -166,11 +166,13 @@ def run(
         _print_run_json(as_json, root, store, run_id, None)
         _fail(f"Run failed: {one_line(exc)}", 1)
     except Cancelled as exc:
+        code = 128 + signal.Signals[exc.signal].value
+        if exc.run_id is None:  # while it was planned: nothing was recorded or written
+            _fail(f"Cancelled ({exc.signal}) before the run started: nothing ran.", code)
         _print_run_json(as_json, root, store, exc.run_id, None)
         _fail(f"Run {exc.run_id} cancelled ({exc.signal}): its committed stages are kept, "
               f"nothing half-written is. Finish it with: "
-              f"{_resume_command(root, store, exc.run_id, pipeline)}",
-              128 + signal.Signals[exc.signal].value)
+              f"{_resume_command(root, store, exc.run_id, pipeline)}", code)
     document = run_document(root, store, result.run_id)
     if as_json:
         _print_run_json(True, root, store, result.run_id, result.checks)
