@@ -108,12 +108,35 @@ apt_install = test -z "$(strip $(1))" || (apt-get update -qq && \
 
 # constraints.txt pins every package (pip freeze of a resolved install): reproducible installs.
 # uv installs the pinned set in half of pip's CPU and a fraction of its wall time (decision 48:
-# 51 CPU-s and 34 s against pip's 114 CPU-s and minutes), bytecode compiled as pip does, so
-# that the suite's processes do not each compile TensorFlow's modules; uv itself is pinned in
-# the same file.
+# 51 CPU-s and 34 s against pip's 114 CPU-s and minutes); uv itself is pinned in the same file.
+# Then the bytecode of what seqline's processes import is compiled, by importing it once, in
+# two processes side by side (WARM): where PYTHONDONTWRITEBYTECODE is set, as on some machines
+# of this kind, no process would cache it and each would compile TensorFlow's modules again.
+# uv's --compile-bytecode compiled all 24,619 modules of the virtualenv instead (60 CPU-s and
+# half a minute; these ~6,600 take 20 CPU-s and 10 s).
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -c constraints.txt uv
-	$(BIN)/uv pip install --python $(BIN)/python -q --compile-bytecode -c constraints.txt \
+	$(BIN)/uv pip install --python $(BIN)/python -q -c constraints.txt \
 	  -e '.[dashboard,docs,s3,test]'
+	@echo "compiling the bytecode of what seqline imports (WARM_TF, WARM_REST)"
+	@$(IMPORT) $(WARM_TF) & pid=$$!; $(IMPORT) $(WARM_REST) && wait $$pid
 	touch $@
+
+IMPORT := $(BIN)/python -c 'import importlib, sys; \
+	from seqline.orchestration.environment import quiet_tensorflow as quiet; \
+	"tensorflow" in sys.argv and quiet(); [importlib.import_module(m) for m in sys.argv[1:]]'
+# What seqline's commands, its engines' processes and the tests import: the CLI and its run
+# path, the workers' preload (runners/forked.py) and TensorFlow; Ray's and Beam's processes,
+# the dashboard's server, the run store's and the object store's drivers, the test tools.
+WARM_TF := seqline.orchestration.cli.main seqline.orchestration.api \
+	seqline.components.train.keras_fit seqline.orchestration.runners.local_worker tensorflow \
+	keras tfx_bsl.coders.example_coder pandas pyarrow.dataset
+WARM_REST := seqline.orchestration.runners.ray seqline.orchestration.runners.ray_train \
+	seqline.orchestration.runners.beam seqline.orchestration.runners.beam_transforms \
+	seqline.orchestration.runners.beam_workers seqline.orchestration.dashboard.app ray.data \
+	ray.train ray.dashboard.agent ray._private.runtime_env.agent.main ray._private.log_monitor \
+	ray.autoscaler._private.monitor apache_beam.runners.worker.sdk_worker_main \
+	apache_beam.runners.portability.fn_api_runner apache_beam.runners.direct.direct_runner \
+	sqlalchemy alembic psycopg s3fs uvicorn pytest xdist playwright.sync_api moto.server \
+	mkdocs.commands.build material
