@@ -7,6 +7,7 @@ import contextlib
 import io
 import os
 import select
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -16,13 +17,14 @@ from multiprocessing import (
     context,
     forkserver,
     popen_forkserver,
+    process,
     reduction,
     spawn,
     util,
 )
 from typing import Any
 
-from seqline.orchestration.processes import pid_alive
+from seqline.orchestration.processes import SOCKET_PATH_MAX, pid_alive, scratch_dir
 
 __all__ = ["BEAM_PRELOAD", "PRELOAD", "WorkerContext", "exit_with", "server_pid",
            "start_early", "workers_preload"]
@@ -133,9 +135,9 @@ class WorkerContext(context.ForkServerContext):
         self.preload = tuple(preload)
 
     def Process(self, *args: Any, **kwargs: Any) -> _WorkerProcess:  # type: ignore[override]  # noqa: N802 - multiprocessing's name
-        process = _WorkerProcess(*args, **kwargs)
-        process.preload = self.preload
-        return process
+        worker = _WorkerProcess(*args, **kwargs)
+        worker.preload = self.preload
+        return worker
 
 
 _servers: dict[tuple[str, ...], forkserver.ForkServer] = {}
@@ -146,9 +148,25 @@ _asking = threading.Lock()  # held while a server is asked for a worker: _PopenW
 def _server(preload: tuple[str, ...]) -> forkserver.ForkServer:
     with _lock:
         if preload not in _servers:
+            _sockets_fit()
             _servers[preload] = forkserver.ForkServer()
             _servers[preload].set_forkserver_preload([SERVER_EXIT, *preload])
         return _servers[preload]
+
+
+# A fork server's socket: multiprocessing's temp folder (made once per process in $TMPDIR,
+# "pymp-" and 8 characters), then "/listener-" and 8 more.
+LISTENER = "/listener-12345678"
+
+
+def _sockets_fit() -> None:
+    """Under a long $TMPDIR (a CI's workspace; a test's temp folder) the fork server's socket
+    path passes the 107 bytes a socket's may have, and no worker starts ("OSError: AF_UNIX
+    path too long"): its folder goes under /tmp then, as Ray's sockets do."""
+    config = process.current_process()._config  # type: ignore[attr-defined]
+    folder = config.get("tempdir") or os.path.join(tempfile.gettempdir(), "pymp-12345678")
+    if len(folder) + len(LISTENER) > SOCKET_PATH_MAX:
+        config["tempdir"] = str(scratch_dir("workers", "sockets", socket_depth=len(LISTENER)))
 
 
 def _replace(preload: tuple[str, ...], broken: forkserver.ForkServer) -> None:
