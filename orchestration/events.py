@@ -14,7 +14,7 @@ from seqline.pipeline.tasks import Counts
 __all__ = ["STAGE_ENDS", "BlockRetried", "BlocksDone", "Event", "EventBus", "HeadOfLine",
            "Occupancy", "RecordsConsumed", "RunEnded", "RunStarted", "StageCancelled",
            "StageCommitted", "StageFailed", "StagePlanned", "StageReused", "StageSkipped",
-           "StageStarted", "Subscriber", "WaitEnded", "WaitStarted"]
+           "StageStarted", "StageStopped", "Subscriber", "WaitEnded", "WaitStarted"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,15 +186,29 @@ class StageCommitted(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class StageFailed(Event):
-    """The stage whose failure stopped the run: the one line the terminal prints, and where;
-    `seconds` from its start to the stop (None: it never started), as every surface says."""
+class StageStopped(Event):
+    """A stage that started and ended before its commit (StageFailed, StageCancelled): what
+    it had done by then, as the executor followed it, so that the run store and the Python
+    API tell the same figures. `seconds` from its start to the stop."""
+
+    kind: ClassVar[str] = "stage_stopped"
+    seconds: float | None = None
+    records_in: int = 0
+    waited_input: float = 0.0
+    waited_output: float = 0.0
+    max_in_flight: int = 0
+    block_retries: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageFailed(StageStopped):
+    """The stage whose failure stopped the run: the one line the terminal prints, and where
+    (`seconds` None: it failed before it started)."""
 
     kind: ClassVar[str] = "stage_failed"
     message: str
     traceback: str | None
     seq: int | None
-    seconds: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,16 +223,14 @@ class StageSkipped(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class StageCancelled(Event):
+class StageCancelled(StageStopped):
     """A stage stopped at work (started, and its input had reached it) before its commit, by
-    a cancel or by another stage's failure: it ran for `seconds` (from its StageStarted to
-    its stop) and its progress events told what it did so far.
+    a cancel or by another stage's failure.
 
     Example reason: "stopped after 3.21 s: the run was cancelled (SIGINT)"."""
 
     kind: ClassVar[str] = "stage_cancelled"
     reason: str
-    seconds: float
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -259,7 +259,8 @@ def _stop(run: RunContext, exc: BaseException) -> None:
         if step.stage == cause and not cancelled:
             run.end(StageFailed(stage=step.stage, message=error_line(exc),
                                 traceback=error_traceback(exc), seconds=seconds,
-                                seq=exc.seq if isinstance(exc, StageError) else None))
+                                seq=exc.seq if isinstance(exc, StageError) else None,
+                                **run.tally.account(step.stage)))
             continue
         why = _stopped_by(step, run.plan, cause, exc if cancelled else None)
         if seconds is None or (step.source and not step.after
@@ -269,7 +270,8 @@ def _stop(run: RunContext, exc: BaseException) -> None:
             run.end(StageSkipped(stage=step.stage, reason=f"not run: {why}"))
         else:
             run.end(StageCancelled(stage=step.stage, seconds=seconds,
-                                   reason=f"stopped after {seconds:.2f} s: {why}"))
+                                   reason=f"stopped after {seconds:.2f} s: {why}",
+                                   **run.tally.account(step.stage)))
     for name, artifact in run.artifacts.items():
         if not run.line.is_committed(name):
             artifact.abandon()

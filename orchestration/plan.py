@@ -24,7 +24,11 @@ from seqline.pipeline.specs import (
 )
 from seqline.pipeline.storage import Folder, shown
 
-__all__ = ["DAMAGED", "Action", "Kind", "RunPlan", "Step", "Takes", "plan_run"]
+__all__ = ["DAMAGED", "KEPT", "Action", "Kind", "RunPlan", "Step", "Takes", "plan_run"]
+
+# Why a resumed run keeps a stage: also how the run store tells a kept stage, whose row is
+# the earlier attempt's (succeeded), from one this attempt ran.
+KEPT = "kept: the earlier attempt committed it"
 
 # What a step does now: run the stage; reuse the output of an earlier run with the same cache
 # key; keep what this run's earlier attempt committed (--resume).
@@ -212,7 +216,7 @@ def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: Run
     """Why the stage runs, or where its output comes from, in one line. `missed`: the first
     stage the cache had no intact output for (every stage after it runs)."""
     if action == "keep":
-        return "kept: the earlier attempt committed it"
+        return KEPT
     if action == "reuse":
         return f"reused from run {hit.run_id} (took {hit.seconds:.2f} s)"
     readers = [s.name for s in spec.stages if _source(spec, s) == stage.name]

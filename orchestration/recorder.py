@@ -31,6 +31,7 @@ from seqline.orchestration.events import (
     StageReused,
     StageSkipped,
     StageStarted,
+    StageStopped,
     WaitEnded,
     WaitStarted,
 )
@@ -185,15 +186,21 @@ class RunRecorder:
             self.store.add_eval_metrics(stage_run, manifest["metrics"], manifest["slices"],
                                         blessed=manifest.get("blessed"))
 
-    def _stage_failed(self, event: StageFailed) -> None:
-        self._stage_ended(event.stage or "", "failed", error=event.message,
-                          seconds=event.seconds)
-
-    def _stage_cancelled(self, event: StageCancelled) -> None:
-        """A stage stopped before its commit: its seconds as the event says (the reason
-        says them too), what it did so far."""
-        self._stage_ended(event.stage or "", "cancelled", reason=event.reason,
-                          seconds=event.seconds)
+    def _stage_stopped(self, event: StageStopped) -> None:
+        """A stage that started and did not commit (failed, or cancelled): its account as
+        the event tells it (the Python API's too), and its error or what stopped it."""
+        name = event.stage or ""
+        self._end_sampling(name)
+        stage_run = self._ids.get(name)
+        if stage_run is None:  # (a stage the plan did not run)
+            return
+        self._record_failure(f"stage {name} ended", lambda: self.store.finish_stage(
+            stage_run, "failed" if isinstance(event, StageFailed) else "cancelled",
+            counts={"records_in": event.records_in}, seconds=event.seconds,
+            waited_input=event.waited_input, waited_output=event.waited_output,
+            max_in_flight=event.max_in_flight, block_retries=event.block_retries,
+            error=event.message if isinstance(event, StageFailed) else None,
+            reason=event.reason if isinstance(event, StageCancelled) else None))
 
     def _stage_skipped(self, event: StageSkipped) -> None:
         """A stage that never started, or only waited for its input: its reason, and no
@@ -207,28 +214,10 @@ class RunRecorder:
             stage_run, "skipped", counts={}, seconds=None, waited_input=None,
             waited_output=None, max_in_flight=None, reason=event.reason))
 
-    def _stage_ended(self, name: str, status: str, error: str | None = None,
-                     reason: str | None = None, seconds: float | None = None) -> None:
-        """A stage that started and did not commit: its account so far, and the error or
-        the reason; its seconds from its start to now unless given."""
-        live = self._end_sampling(name)
-        stage_run = self._ids.get(name)
-        if stage_run is None:  # (a stage the plan did not run)
-            return
-        now = time.perf_counter()
-        waited_in, waited_out = live.waits(now) if live else (0.0, 0.0)
-        if seconds is None:
-            seconds = now - live.started if live else 0.0
-        self._record_failure(f"stage {name} ended", lambda: self.store.finish_stage(
-            stage_run, status, counts={"records_in": live.records if live else 0},
-            seconds=seconds, waited_input=waited_in,
-            waited_output=waited_out, max_in_flight=live.max_in_flight if live else 0,
-            error=error, block_retries=live.retries if live else None, reason=reason))
-
     _HANDLERS: dict[type, Callable[[RunRecorder, Any], None]] = {
         RunStarted: _run_started, RunEnded: _run_ended, StageStarted: _stage_started,
         StageReused: _stage_reused, StageCommitted: _stage_committed,
-        StageFailed: _stage_failed, StageCancelled: _stage_cancelled,
+        StageFailed: _stage_stopped, StageCancelled: _stage_stopped,
         StageSkipped: _stage_skipped,
         BlockRetried: lambda self, e: self._follow(e),
     }

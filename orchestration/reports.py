@@ -17,6 +17,7 @@ from seqline.orchestration.events import (
     StageReused,
     StageSkipped,
     StageStarted,
+    StageStopped,
 )
 from seqline.orchestration.failures import error_line, error_traceback
 from seqline.pipeline.errors import StageError
@@ -37,7 +38,9 @@ class StageReport:
     resumed run's earlier attempt), failed, cancelled (stopped at work, before its commit,
     by a cancel or another stage's failure: `reason` says which), skipped (it did nothing:
     `reason` says why), or pending/running while the run goes. `seconds` is this
-    run's: a cancelled stage's until it stopped, 0 for a stage not run.
+    run's: a stopped stage's until it stopped, 0 for a reused one, None (as its waits) for
+    one that did nothing. A stage that stopped before its commit counts only its records in:
+    it stored nothing.
     """
 
     stage: str
@@ -48,9 +51,9 @@ class StageReport:
     blocks: int = 0
     seq_min: int | None = None
     seq_max: int | None = None
-    seconds: float = 0.0
-    waited_input: float = 0.0
-    waited_output: float = 0.0
+    seconds: float | None = None
+    waited_input: float | None = None
+    waited_output: float | None = None
     max_in_flight: int = 0
     block_retries: int = 0
     path: Folder | None = None
@@ -103,6 +106,7 @@ def _apply(report: StageReport, event: Event) -> None:
         report.counts, report.blocks = event.counts, event.blocks
     elif isinstance(event, StageReused):
         report.status = "cached" if event.action == "reuse" else "kept"
+        report.seconds, report.waited_input, report.waited_output = 0.0, 0.0, 0.0
         report.counts, report.seq_min, report.seq_max = event.counts, event.seq_min, event.seq_max
         report.path, report.took = event.path, event.took
         report.cached_from = event.reused_from if event.action == "reuse" else None
@@ -113,9 +117,12 @@ def _apply(report: StageReport, event: Event) -> None:
         report.waited_input, report.waited_output = event.waited_input, event.waited_output
         report.max_in_flight, report.block_retries = event.max_in_flight, event.block_retries
         report.path = event.path
-    elif isinstance(event, StageFailed):
-        report.status, report.seconds = "failed", event.seconds or 0.0
-    elif isinstance(event, StageCancelled):
-        report.status, report.reason, report.seconds = "cancelled", event.reason, event.seconds
+    elif isinstance(event, StageStopped):  # the account the run store takes too
+        report.status = "failed" if isinstance(event, StageFailed) else "cancelled"
+        if isinstance(event, StageCancelled):
+            report.reason = event.reason
+        report.counts, report.seconds = Counts(records_in=event.records_in), event.seconds
+        report.waited_input, report.waited_output = event.waited_input, event.waited_output
+        report.max_in_flight, report.block_retries = event.max_in_flight, event.block_retries
     elif isinstance(event, StageSkipped):
         report.status, report.reason = "skipped", event.reason

@@ -12,7 +12,6 @@ import pyarrow as pa
 
 from seqline.components import COMPONENTS
 from seqline.orchestration.events import (
-    BlockRetried,
     BlocksDone,
     Event,
     Occupancy,
@@ -20,6 +19,7 @@ from seqline.orchestration.events import (
     StageStarted,
     WaitEnded,
 )
+from seqline.orchestration.live_stage import LiveStage
 from seqline.orchestration.shard_reads import ShardReads
 from seqline.pipeline.audit import SeqDigest
 from seqline.pipeline.blocks import seq_of
@@ -126,42 +126,56 @@ def _describe(schema: pa.Schema) -> str:
 
 
 class Tally:
-    """A subscriber: per stage, the most blocks in flight and the blocks run again, for the
-    stage's manifest (the runner publishes them; it keeps no figures), and when it started
-    and whether its input reached it, for how a stop tells it (cancelled after its seconds
-    once it had work, or skipped: never started, or only waited for its input)."""
+    """A subscriber: each stage followed as it runs (a LiveStage), for its manifest (the most
+    blocks in flight and the blocks run again: the runner publishes them, it keeps no
+    figures), for the account of a stage that stops before its commit, and for how a stop
+    tells it (cancelled after its seconds once it had work, or skipped: never started, or only
+    waited for its input)."""
 
     def __init__(self) -> None:
-        self._peaks: dict[str, int] = {}
-        self._retries: dict[str, int] = {}
+        self._live: dict[str, LiveStage] = {}
         self._started: dict[str, float] = {}
         self._fed: set[str] = set()
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
         name = event.stage or ""
-        if isinstance(event, StageStarted):
-            with self._lock:
+        with self._lock:
+            if isinstance(event, StageStarted):
                 self._started[name] = event.t
-        elif isinstance(event, Occupancy):
-            with self._lock:
-                self._peaks[name] = max(self._peaks.get(name, 0), event.in_flight)
-                if event.in_flight:
-                    self._fed.add(name)
-        elif isinstance(event, BlocksDone | RecordsConsumed) or \
-                isinstance(event, WaitEnded) and event.on == "input":
-            # a block done, records consumed, or a wait for input that something ended
-            with self._lock:
+                self._live[name] = LiveStage(0, started=time.perf_counter())
+                return
+            live = self._live.get(name)
+            if live is not None:
+                live.follow(event)
+            if isinstance(event, Occupancy) and event.in_flight or \
+                    isinstance(event, BlocksDone | RecordsConsumed) or \
+                    isinstance(event, WaitEnded) and event.on == "input":
+                # a block in flight or done, records consumed, or a wait for input that
+                # something ended
                 self._fed.add(name)
-        elif isinstance(event, BlockRetried):
-            with self._lock:
-                self._retries[name] = self._retries.get(name, 0) + 1
 
     def peak(self, stage: str) -> int:
-        return self._peaks.get(stage, 0)
+        with self._lock:
+            live = self._live.get(stage)
+            return live.max_in_flight if live else 0
 
     def retries(self, stage: str) -> int:
-        return self._retries.get(stage, 0)
+        with self._lock:
+            live = self._live.get(stage)
+            return live.retries if live else 0
+
+    def account(self, stage: str) -> dict[str, Any]:
+        """What a stage stopping now has done (StageStopped's figures): records in, its waits
+        (one under way counted to now), the most blocks in flight, the blocks run again."""
+        with self._lock:
+            live = self._live.get(stage)
+            if live is None:
+                return {}
+            waited_input, waited_output = live.waits(time.perf_counter())
+            return {"records_in": live.records, "waited_input": waited_input,
+                    "waited_output": waited_output, "max_in_flight": live.max_in_flight,
+                    "block_retries": live.retries}
 
     def started(self, stage: str) -> float | None:
         """When the stage's StageStarted was published (Unix seconds); None: not (yet)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from seqline.orchestration.events import (
     BlocksDone,
@@ -19,7 +20,7 @@ from seqline.orchestration.events import (
     WaitEnded,
 )
 
-__all__ = ["assert_stopped", "fed"]
+__all__ = ["assert_reports_say_what_the_store_says", "assert_stopped", "fed"]
 
 
 def fed(events: Sequence[Event], stage: str, source: bool = False) -> bool:
@@ -44,3 +45,19 @@ def assert_stopped(end: Event, was_fed: bool, why: str | None = None) -> None:
     said = re.fullmatch(r"stopped after (\d+\.\d\d) s: (.*)", end.reason)
     assert said and why in (None, said.group(2)), end.reason
     assert end.seconds > 0 and said.group(1) == f"{end.seconds:.2f}", end
+
+
+def assert_reports_say_what_the_store_says(reports: Sequence[Any],
+                                           stored: dict[str, dict[str, Any]]) -> None:
+    """The Python API's StageReports (`reports`) of the stages that did not commit say what
+    their rows in the run store (`stored`, show_run's stages by name) say: one account."""
+    for r in reports:
+        row = stored[r.stage]
+        if r.status not in ("failed", "cancelled", "skipped"):
+            continue
+        told = (r.status, r.seconds, r.waited_input, r.waited_output)
+        assert told == (row["status"], row["seconds"], row["waited_input"],
+                        row["waited_output"]), (r, row)
+        if r.status != "skipped":  # (a stage that did nothing has no figures at all)
+            assert (r.counts.records_in, r.max_in_flight, r.block_retries) == (
+                row["records_in"], row["max_in_flight"], row["block_retries"]), (r, row)

@@ -17,6 +17,7 @@ from seqline.orchestration.dashboard.head_of_line import blocked, head_of_line
 from seqline.orchestration.dashboard.profile_data import profile_view
 from seqline.orchestration.dashboard.series import ended_at
 from seqline.orchestration.dashboard.timeline import NARROW, RAN, bottleneck, timeline
+from seqline.orchestration.plan import KEPT
 from seqline.orchestration.store.statuses import ENDED
 from seqline.orchestration.verify import breaks_contract
 
@@ -218,12 +219,14 @@ def _peak(columns: dict[str, list[Any]], name: str, recorded: int | None = None)
 
 
 def _ran(run: dict[str, Any]) -> dict[str, Any]:
-    """The run line's counts: how many stages ran now, were reused (from which runs), or did
-    not run, e.g. "ran 2 of 6 stages on local; 4 reused from run first"."""
+    """The run line's counts: how many stages ran now, were reused (from which runs), kept
+    from a resumed run's earlier attempt, or did not run, as the terminal says them, e.g.
+    "ran 2 of 6 stages on local; 4 reused from run first"."""
     stages = run["stages"]
     reused = [s for s in stages if s["status"] == "cached"]
-    return {"ran": sum(s["status"] in RAN for s in stages), "of": len(stages),
-            "reused": len(reused),
+    kept = sum(s["reason"] == KEPT for s in stages)  # (its row is the earlier attempt's)
+    return {"ran": sum(s["status"] in RAN for s in stages) - kept, "of": len(stages),
+            "reused": len(reused), "kept": kept,
             "reused_from": sorted({s["cached_from"] for s in reused if s.get("cached_from")}),
             "not_run": sum(s["status"] == "skipped" for s in stages)}
 

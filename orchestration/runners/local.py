@@ -163,6 +163,12 @@ class LocalRunner(Runner):
                 _stop_workers(self._pool)  # the pool breaks, and every wait on it returns
 
     def cancel(self, handles: list[_Job]) -> None:
+        if self._aborted:
+            # The pool is breaking and fails every future it holds: CPython 3.11's fails one
+            # cancelled meanwhile too, which raises InvalidStateError in its manager thread
+            # (a traceback on a stopped run's stderr) and ends that thread before it stops
+            # the workers.
+            return
         for job in handles:
             job.future.cancel()
 
@@ -170,7 +176,7 @@ class LocalRunner(Runner):
         if self._pool is not None:
             if getattr(self._pool, "_broken", False):  # waited for below: see _stop_workers
                 _stop_workers(self._pool)
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=not self._aborted)  # (see cancel)
             self._pool = None
         if self._markers:
             shutil.rmtree(self._markers, ignore_errors=True)

@@ -14,12 +14,15 @@ from seqline.orchestration.events import (
     StageCommitted,
     StageStarted,
 )
+from seqline.orchestration.stage_output import Tally
 from seqline.pipeline.tasks import Counts
 from tests.recorded import recording
 
 
 def test_progress_peaks_and_events_reach_the_store(tmp_path):
     with recording(tmp_path) as (store, bus):
+        tally = Tally()  # as the executor follows each stage, for a stopped one's account
+        bus.subscribe(tally)
         # A stage shorter than a sampling interval whose window filled up to 6 blocks.
         bus.publish(StageStarted(stage="write"))
         for in_flight in (3, 6, 2, 0):
@@ -36,7 +39,7 @@ def test_progress_peaks_and_events_reach_the_store(tmp_path):
             fed += 1000
             bus.publish(RecordsConsumed(stage="pre", records=fed))
         bus.publish(StageCancelled(stage="pre", seconds=0.5,
-                                   reason="stopped after 0.50 s: a test"))
+                                   reason="stopped after 0.50 s: a test", **tally.account("pre")))
         bus.publish(RunEnded(status="succeeded", ran=3, reused=0))
         write, pre = store.samples_of(ids["write"]), store.samples_of(ids["pre"])
         shown = {s["name"]: s for s in store.show_run("r")["stages"]}

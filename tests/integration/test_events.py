@@ -17,6 +17,7 @@ import pytest
 
 from seqline.components import COMPONENTS
 from seqline.orchestration.api import execute
+from seqline.orchestration.dashboard.page_data import _ran
 from seqline.orchestration.events import (
     STAGE_ENDS,
     BlocksDone,
@@ -36,7 +37,7 @@ from seqline.orchestration.store import RunStore
 from seqline.pipeline.config import load_pipeline
 from seqline.pipeline.errors import Cancelled, StageError
 from tests.conftest import USERFNS
-from tests.stopped import assert_stopped, fed
+from tests.stopped import assert_reports_say_what_the_store_says, assert_stopped, fed
 
 pytestmark = pytest.mark.integration
 
@@ -159,6 +160,7 @@ def test_a_failure_is_one_stage_failed_and_the_rest_stopped_with_the_reason(tmp_
     reported = {r.stage: r for r in result.stages}
     assert failed[0].seconds and failed[0].seconds > 0
     assert stored["features"]["seconds"] == reported["features"].seconds == failed[0].seconds
+    assert_reports_say_what_the_store_says(result.stages, stored)  # and every stopped one
     # `again` (its thread waits on features' belt from the run's start) is cancelled if
     # features' blocks before seq 250 had reached it, else skipped
     assert_stopped(ended["again"], fed(story.events, "again"), "upstream `features` failed")
@@ -253,6 +255,10 @@ def test_a_resume_keeps_what_was_committed_and_runs_the_rest(tmp_path, runner, r
     assert ended["write"].reused_from == "r"
     assert isinstance(ended["features"], StageCommitted)
     assert isinstance(story.events[0], RunStarted) and story.events[0].resume
+    # the dashboard's run line counts as the terminal does: 2 ran now, 2 kept
+    with RunStore.open(tmp_path / "root") as store:
+        counted = _ran(store.show_run("r"))
+    assert (counted["ran"], counted["kept"], counted["of"]) == (2, 2, 4)
 
 
 @pytest.mark.parametrize("runner", list(RUNNERS))

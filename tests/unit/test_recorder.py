@@ -31,6 +31,7 @@ from seqline.orchestration.events import (
 from seqline.orchestration.plan import RunPlan, plan_run
 from seqline.orchestration.recorder import RunRecorder
 from seqline.orchestration.run_options import RunOptions
+from seqline.orchestration.stage_output import Tally
 from seqline.orchestration.store import RunStore
 from seqline.pipeline.specs import PipelineSpec
 from seqline.pipeline.tasks import Counts
@@ -114,6 +115,8 @@ def test_recorder_records_how_each_stage_and_the_run_ended(tmp_path, pipeline, s
     root = tmp_path / "root"
     plan = _plan(pipeline, root, read=("reuse", "earlier", REUSED))
     bus = _recording(store, plan, pipeline)
+    tally = Tally()  # as the executor follows each stage, for the account of one that stops
+    bus.subscribe(tally)
     bus.publish(StageReused(stage="read", action="reuse", reused_from="earlier", took=1.5,
                             counts=Counts(300, 300), seq_min=0, seq_max=299,
                             path=_folder(root, "read"), manifest={"records_out": 300}))
@@ -126,7 +129,9 @@ def test_recorder_records_how_each_stage_and_the_run_ended(tmp_path, pipeline, s
                            waited_input=0.02, waited_output=0.0))
     bus.publish(WaitStarted(stage="features", on="output"))
     time.sleep(0.06)  # a wait still under way when the stage fails: counted to its end
-    bus.publish(StageFailed(stage="features", message=FAILURE, traceback=TRACEBACK, seq=120))
+    bus.publish(StageFailed(stage="features", message=FAILURE, traceback=TRACEBACK, seq=120,
+                            seconds=time.time() - (tally.started("features") or 0.0),
+                            **tally.account("features")))
     bus.publish(StageSkipped(stage="again", reason=SKIPPED))
     bus.publish(RunEnded(status="failed", ran=3, reused=1, message=FAILURE, traceback=TRACEBACK,
                          error_stage="features", error_seq=120))
@@ -171,6 +176,8 @@ def test_recorder_records_a_stopped_stage_as_cancelled_with_its_seconds_and_reco
     root = tmp_path / "root"
     plan = _plan(pipeline, root)
     bus = _recording(store, plan, pipeline)
+    tally = Tally()
+    bus.subscribe(tally)
     bus.publish(StageStarted(stage="read"))
     bus.publish(_committed(root, "read", 300))
     for stage in ("write", "features"):
@@ -180,7 +187,8 @@ def test_recorder_records_a_stopped_stage_as_cancelled_with_its_seconds_and_reco
     stopped = {"write": 1.25, "features": 1.5}
     for stage, seconds in stopped.items():
         bus.publish(StageCancelled(stage=stage, seconds=seconds, reason=(
-            f"stopped after {seconds:.2f} s: the run was cancelled (SIGINT)")))
+            f"stopped after {seconds:.2f} s: the run was cancelled (SIGINT)"),
+            **tally.account(stage)))
     bus.publish(StageSkipped(stage="again", reason="not run: the run was cancelled (SIGINT)"))
     bus.publish(RunEnded(status="cancelled", ran=3, reused=0, not_run=1,
                          message="Cancelled: SIGINT"))
