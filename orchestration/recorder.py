@@ -186,39 +186,34 @@ class RunRecorder:
             self.store.add_eval_metrics(stage_run, manifest["metrics"], manifest["slices"],
                                         blessed=manifest.get("blessed"))
 
-    def _stage_stopped(self, event: StageStopped) -> None:
-        """A stage that started and did not commit (failed, or cancelled): its account as
-        the event tells it (the Python API's too), and its error or what stopped it."""
+    def _stage_ended(self, event: StageStopped | StageSkipped) -> None:
+        """A stage that did not commit: failed or cancelled, with its account as the event
+        tells it (the Python API's too), or skipped (it never started, or only waited for its
+        input: no seconds, waits or records); and its error, or what stopped it."""
         name = event.stage or ""
         self._end_sampling(name)
         stage_run = self._ids.get(name)
         if stage_run is None:  # (a stage the plan did not run)
             return
+        account: dict[str, Any] = {"counts": {}, "seconds": None, "waited_input": None,
+                                   "waited_output": None, "max_in_flight": None}
+        if isinstance(event, StageStopped):
+            account = {"counts": {"records_in": event.records_in}, "seconds": event.seconds,
+                       "waited_input": event.waited_input,
+                       "waited_output": event.waited_output,
+                       "max_in_flight": event.max_in_flight,
+                       "block_retries": event.block_retries}
+        status = "failed" if isinstance(event, StageFailed) else \
+            "cancelled" if isinstance(event, StageCancelled) else "skipped"
         self._record_failure(f"stage {name} ended", lambda: self.store.finish_stage(
-            stage_run, "failed" if isinstance(event, StageFailed) else "cancelled",
-            counts={"records_in": event.records_in}, seconds=event.seconds,
-            waited_input=event.waited_input, waited_output=event.waited_output,
-            max_in_flight=event.max_in_flight, block_retries=event.block_retries,
+            stage_run, status, **account,
             error=event.message if isinstance(event, StageFailed) else None,
-            reason=event.reason if isinstance(event, StageCancelled) else None))
-
-    def _stage_skipped(self, event: StageSkipped) -> None:
-        """A stage that never started, or only waited for its input: its reason, and no
-        seconds, waits or records."""
-        name = event.stage or ""
-        self._end_sampling(name)
-        stage_run = self._ids.get(name)
-        if stage_run is None:  # (a stage the plan did not run)
-            return
-        self._record_failure(f"stage {name} ended", lambda: self.store.finish_stage(
-            stage_run, "skipped", counts={}, seconds=None, waited_input=None,
-            waited_output=None, max_in_flight=None, reason=event.reason))
+            reason=event.reason if isinstance(event, StageCancelled | StageSkipped) else None))
 
     _HANDLERS: dict[type, Callable[[RunRecorder, Any], None]] = {
         RunStarted: _run_started, RunEnded: _run_ended, StageStarted: _stage_started,
         StageReused: _stage_reused, StageCommitted: _stage_committed,
-        StageFailed: _stage_stopped, StageCancelled: _stage_stopped,
-        StageSkipped: _stage_skipped,
+        StageFailed: _stage_ended, StageCancelled: _stage_ended, StageSkipped: _stage_ended,
         BlockRetried: lambda self, e: self._follow(e),
     }
 
