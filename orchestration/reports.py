@@ -84,7 +84,10 @@ class RunReports:
         return RunEnded(status=status, ran=ran, reused=reused,
                         not_run=len(plan.steps) - ran - reused,
                         message=error_line(error) if error else None,
-                        traceback=error_traceback(error) if error else None,
+                        # a cancel is not an error: where the signal found the driver
+                        # tells nothing (a traceback of SIGTERM's handler was stored)
+                        traceback=error_traceback(error) if error and not isinstance(
+                            error, KeyboardInterrupt) else None,
                         error_stage=stage_error.stage if stage_error else None,
                         error_seq=stage_error.seq if stage_error else None)
 

@@ -199,7 +199,9 @@ def test_a_cancel_ends_every_stage_that_ran_as_cancelled_with_its_seconds(tmp_pa
     assert not any(isinstance(e, StageFailed) for e in story.events)
     # The store says what the events said: features cancelled, its seconds and records so far.
     with RunStore.open(tmp_path / "root") as store:
-        stored = {s["name"]: s for s in store.show_run("stopped")["stages"]}
+        shown = store.show_run("stopped")
+        stored = {s["name"]: s for s in shown["stages"]}
+    assert shown["error"]["traceback"] is None  # a cancel, not an error: no traceback
     for name, end in ended.items():
         if isinstance(end, StageCancelled):
             row = stored[name]
