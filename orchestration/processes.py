@@ -10,8 +10,9 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -182,7 +183,6 @@ def _remove_made() -> None:
 # `signals_cancel` block ends: see `raise_if_cancelled`.
 _cancels: list[Cancelled] = []
 _depth = 0
-_unraisable: list[Any] = []  # the hook for exceptions Python drops, before the block's
 
 
 @contextmanager
@@ -209,9 +209,9 @@ def signals_cancel() -> Iterator[None]:
         _cancels.append(Cancelled(signal.Signals(signum).name))
         raise _cancels[0]
 
-    if _depth == 0:
-        _unraisable[:] = [sys.unraisablehook]
-        sys.unraisablehook = _quiet_dropped_cancel
+    outermost, hook = _depth == 0, sys.unraisablehook
+    if outermost:
+        sys.unraisablehook = partial(_quiet_dropped_cancel, hook)
     _depth += 1
     previous = signal.signal(signal.SIGTERM, cancel)
     interrupt = signal.getsignal(signal.SIGINT)
@@ -225,19 +225,19 @@ def signals_cancel() -> Iterator[None]:
         raise Cancelled("SIGTERM") from None
     finally:
         _depth -= 1
-        if _depth == 0:  # the run is over: its cancel must not stop the next one
+        if outermost:  # the run is over: its cancel must not stop the next one
             _cancels.clear()
-            sys.unraisablehook = _unraisable[0]
+            sys.unraisablehook = hook
         signal.signal(signal.SIGTERM, previous)
         if interrupt is signal.default_int_handler:
             signal.signal(signal.SIGINT, interrupt)
 
 
-def _quiet_dropped_cancel(dropped: Any) -> None:
+def _quiet_dropped_cancel(hook: Callable[[Any], object], dropped: Any) -> None:
     """A cancel dropped where Python cannot raise it is raised again (`raise_if_cancelled`):
-    its "Exception ignored in ..." traceback would only alarm; anything else is printed."""
+    its "Exception ignored in ..." traceback would only alarm; anything else goes to `hook`."""
     if not isinstance(dropped.exc_value, Cancelled):
-        _unraisable[0](dropped)
+        hook(dropped)
 
 
 def raise_if_cancelled() -> None:
