@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
+import weakref
 from collections.abc import Iterable, Iterator
 from concurrent.futures import (
     FIRST_COMPLETED,
@@ -16,6 +18,7 @@ from concurrent.futures import (
 from concurrent.futures import wait as wait_for_futures
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing import connection
 from typing import Literal
 
 from seqline.orchestration.events import Subscriber
@@ -28,6 +31,12 @@ from seqline.pipeline.errors import Cancelled
 from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["LocalRunner"]
+
+# How often a process pool is looked at for a worker that died unnoticed (see _watch), and
+# how long a dead worker may go unnoticed before the runner ends the pool's read itself: the
+# pool notices one within milliseconds unless it is stuck.
+WATCH_SECONDS = 0.5
+UNNOTICED_SECONDS = 2.0
 
 
 @dataclass(eq=False)  # a handle: hashed by identity, as the windowed loop keys by it
@@ -73,11 +82,13 @@ class LocalRunner(Runner):
             else:
                 # Workers fork from a clean server and never import the caller's __main__: a
                 # script needs no `if __name__ == "__main__":` guard (see WorkerContext).
-                self._pool = ProcessPoolExecutor(self.workers,
-                                                 mp_context=WorkerContext(PRELOAD),
-                                                 initializer=init_worker,
-                                                 initargs=(os.getpid(), self._markers,
-                                                           dict(os.environ)))
+                pool = ProcessPoolExecutor(self.workers, mp_context=WorkerContext(PRELOAD),
+                                           initializer=init_worker,
+                                           initargs=(os.getpid(), self._markers,
+                                                     dict(os.environ)))
+                threading.Thread(target=_watch, args=(weakref.ref(pool), self._lock),
+                                 daemon=True, name="seqline-pool-watch").start()
+                self._pool = pool
         return self._pool
 
     def map_blocks(self, task: MapTask, blocks: Iterable[Block], *,
@@ -180,6 +191,41 @@ class LocalRunner(Runner):
             self._pool = None
         if self._markers:
             shutil.rmtree(self._markers, ignore_errors=True)
+
+
+def _watch(pool_ref: weakref.ref[ProcessPoolExecutor], lock: threading.Lock) -> None:
+    """Until the pool breaks or shuts down: a worker dead for UNNOTICED_SECONDS that the pool
+    has not noticed means the pool is stuck reading that worker's last result; end the read.
+
+    CPython's pool (3.11 here; 3.12 and 3.13 alike) reads a result to its end before it looks
+    at its workers again. A worker killed halfway through sending one (the OOM killer as a
+    large block is in the pipe) leaves it reading for ever: every other worker holds the
+    pipe's write end, and so does this process. The run hung (a fault test's, once in some
+    hundred). Stopping the workers and closing this process's end ends the read with an
+    EOFError, and the pool breaks as it would have: its blocks run again on a fresh one.
+    """
+    dead_since: float | None = None
+    while True:
+        time.sleep(WATCH_SECONDS)
+        pool = pool_ref()
+        processes = None if pool is None else pool._processes  # type: ignore[attr-defined]
+        if pool is None or pool._broken or processes is None:  # type: ignore[attr-defined]
+            return  # (gone, broken as it should be, or shut down)
+        try:  # a sentinel is ready once its worker has exited
+            exited = connection.wait([p.sentinel for p in list(processes.values())], timeout=0)
+        except (OSError, ValueError):  # closed meanwhile: the pool is shutting down
+            return
+        if not exited:
+            dead_since = None
+        elif dead_since is None:
+            dead_since = time.monotonic()
+        elif time.monotonic() - dead_since >= UNNOTICED_SECONDS:
+            with lock:  # no submit is starting a worker meanwhile (see _stop_workers)
+                _stop_workers(pool)
+                results = pool._result_queue  # type: ignore[attr-defined]
+                if results is not None:
+                    results._writer.close()  # type: ignore[attr-defined]
+        del pool  # (held only while looked at: a pool nobody closes is still collected)
 
 
 def _stop_workers(pool: Executor) -> None:

@@ -164,3 +164,21 @@ def test_a_fork_server_exits_with_its_driver_after_its_modules_atexit_handlers(t
     while not said.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert said.read_text() == str(server)
+
+
+def test_a_worker_killed_halfway_through_sending_its_result_costs_a_retry_not_a_hang(tmp_path):
+    """CPython's pool (3.11-3.13) reads a result to its end before it looks at its workers
+    again: a worker killed halfway through sending one left it reading for ever, and the run
+    hung (a fault test's run, once in some hundred: the kill landed as a 30,000-row block was
+    in the pipe). The runner sees the dead worker and ends the read."""
+    task = preprocess.make_task(
+        new_stage("features", "preprocess", {"fn": "latency:die_sending_once_at",
+                                             "fn_kwargs": {"state_dir": str(tmp_path), "seq": 50}}),
+        USERFNS, USERFNS)
+    blocks = to_blocks([pa.record_batch({"x": np.arange(100, dtype=np.int64)})], 20)
+    with LocalRunner(workers=2) as runner:
+        results = list(runner.map_blocks(dataclasses.replace(task, sink=None), blocks))
+        assert runner._generation == 1  # the pool broke once
+    assert (tmp_path / "died-sending-50").exists()
+    assert [s for r in results for s in r.batch.column(SEQ).to_pylist()] == list(range(100))
+    assert [r.batch.column("y").to_pylist() for r in results][2] == [2 * x for x in range(40, 60)]

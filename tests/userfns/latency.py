@@ -145,6 +145,23 @@ def exit_once_at(batch: pa.RecordBatch, state_dir: str, seq: int = 150,
     return double(batch)
 
 
+def die_sending_once_at(batch: pa.RecordBatch, state_dir: str, seq: int = 150) -> pa.RecordBatch:
+    """Die as a worker killed halfway through sending its result does (the OOM killer while a
+    large block is in the pipe), the first time only: half a message in the local pool's
+    result pipe, its write lock held for ever, then SIGKILL."""
+    mark = os.path.join(state_dir, f"died-sending-{seq}")
+    if seq in batch.column(SEQ).to_pylist() and not os.path.exists(mark):
+        open(mark, "w").close()
+        frame = sys._getframe()
+        while frame.f_code.co_name != "_process_worker":  # concurrent.futures' worker loop
+            frame = frame.f_back
+        results = frame.f_locals["result_queue"]
+        results._wlock.acquire()
+        os.write(results._writer.fileno(), (1 << 20).to_bytes(4, "big") + b"half")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return double(batch)
+
+
 def flaky(batch: pa.RecordBatch, state_dir: str, fails: int = 2) -> pa.RecordBatch:
     """A function calling a flaky service: its first `fails` calls per block raise."""
     first = int(batch.column(SEQ)[0].as_py()) if batch.num_rows else -1
