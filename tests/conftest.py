@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -131,12 +132,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[STARTED] = time.time()
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport,
+                                                                         pytest.TestReport]:
     """Record each test's CPU seconds (set-up to teardown, child processes included) as a
     JUnit property: on two cores the suite is bound by CPU rather than by waiting, and this
-    says which tests spend it (tests/tier_times.py sums them per tier)."""
-    if call.when == "teardown" and CPU_AT_START in item.stash:
+    says which tests spend it (tests/tier_times.py sums them per tier). A test that timed out
+    (pytest-timeout) says what each process under it was doing: a hung run's stacks, in the
+    report of the CI run it hung in (tests/stacks.py)."""
+    if call.when == "teardown" and CPU_AT_START in item.stash:  # before the report is made
         spent = _cpu_seconds() - item.stash[CPU_AT_START]
         item.user_properties.append(("cpu", f"{spent:.2f}"))
         # When and where it ran: with the kernel's process accounting (each process's
@@ -145,6 +150,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         item.user_properties += [("pid", str(os.getpid())),
                                  ("t0", f"{item.stash[STARTED]:.2f}"),
                                  ("t1", f"{time.time():.2f}")]
+    report = yield
+    if call.excinfo is not None and "Timeout (>" in str(call.excinfo.value):
+        from tests.stacks import dump_descendants
+
+        report.sections.append(("stacks of the processes under the test", dump_descendants()))
+    return report
 
 
 @pytest.hookimpl(trylast=True)  # after the other conftests have marked their tests
