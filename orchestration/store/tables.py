@@ -18,12 +18,14 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
     TypeDecorator,
     UniqueConstraint,
 )
+from sqlalchemy.schema import conv
 
 from seqline.orchestration.store.statuses import (
     RunStatus,
@@ -44,6 +46,7 @@ __all__ = [
     "TICK_TRIGGERS",
     "TRIGGERS",
     "UTCDateTime",
+    "alembic_version",
     "artifacts",
     "epochs",
     "eval_metrics",
@@ -102,9 +105,16 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _one_of(column: str, values: tuple[str, ...]) -> CheckConstraint:
+def _one_of(table: str, column: str, values: tuple[str, ...]) -> CheckConstraint:
     listed = ", ".join(f"'{v}'" for v in values)
-    return CheckConstraint(f"{column} IN ({listed})", name=column)
+    return CheckConstraint(f"{column} IN ({listed})", name=_check(table, column))
+
+
+def _check(table: str, name: str) -> conv:
+    """A CHECK constraint's name as every store has it: revisions 1 and 3 wrote
+    `ck_<table>_<name>`, and the naming convention prefixed that once more (r0008's note).
+    Given whole, so that a store made from these tables (engine._made_at_head) has them too."""
+    return conv(f"ck_{table}_ck_{table}_{name}")
 
 
 pipelines = Table(
@@ -137,8 +147,8 @@ runs = Table(
     Column("host", String(255)),
     Column("pid", Integer),
     Column("seqline_version", String(50)),
-    _one_of("status", RUN_STATUSES),
-    _one_of("trigger", TRIGGERS),
+    _one_of("runs", "status", RUN_STATUSES),
+    _one_of("runs", "trigger", TRIGGERS),
     # Revision 2: `runs list` filters by pipeline or status, newest first; the reaper scans
     # the running ones.
     Index(None, "started"),
@@ -176,7 +186,7 @@ stage_runs = Table(
     # "upstream `x` failed"), and its cache key's parts, so the next plan can say what changed.
     Column("reason", Text),
     Column("key_parts", JSON),
-    _one_of("status", STAGE_STATUSES),  # revision 8 added `cancelled`
+    _one_of("stage_runs", "status", STAGE_STATUSES),  # revision 8 added `cancelled`
     UniqueConstraint("run_id", "stage", "attempt"),
 )
 
@@ -195,7 +205,7 @@ lineage = Table(
     Column("stage_run_id", ForeignKey("stage_runs.id", ondelete="CASCADE"), primary_key=True),
     Column("artifact_id", ForeignKey("artifacts.id", ondelete="CASCADE"), primary_key=True),
     Column("role", String(8), primary_key=True),
-    _one_of("role", ARTIFACT_ROLES),
+    _one_of("lineage", "role", ARTIFACT_ROLES),
     Index(None, "artifact_id"),  # "which stage runs read this artifact?"
 )
 
@@ -286,8 +296,8 @@ schedules = Table(
     # paused is not caught up; time the scheduler was down is (the catch-up policy).
     Column("since", UTCDateTime, nullable=False),
     Column("created", UTCDateTime, nullable=False),
-    _one_of("overlap", OVERLAP_POLICIES),
-    _one_of("catchup", CATCHUP_POLICIES),
+    _one_of("schedules", "overlap", OVERLAP_POLICIES),
+    _one_of("schedules", "catchup", CATCHUP_POLICIES),
 )
 
 ticks = Table(
@@ -304,8 +314,8 @@ ticks = Table(
     Column("launched", UTCDateTime),
     Column("host", String(255)),  # where the run's process was started, and its pid
     Column("pid", Integer),
-    _one_of("status", TICK_STATUSES),
-    _one_of("trigger", TICK_TRIGGERS),
+    _one_of("ticks", "status", TICK_STATUSES),
+    _one_of("ticks", "trigger", TICK_TRIGGERS),
     # The heart of "killed at any moment, restarted: no tick twice, none lost": a fire time is
     # recorded once per schedule and trigger (a backfill may run a fire time the schedule ran).
     UniqueConstraint("schedule", "fire_time", "trigger"),
@@ -321,5 +331,15 @@ scheduler_lease = Table(
     Column("token", String(64), nullable=False),  # which scheduler process holds it
     Column("acquired", UTCDateTime, nullable=False),
     Column("expires", UTCDateTime, nullable=False),
-    CheckConstraint("id = 1", name="one_row"),
+    CheckConstraint("id = 1", name=_check("scheduler_lease", "one_row")),
+)
+
+
+# Alembic's own table, as `alembic stamp` makes it (alembic/runtime/migration.py): a database
+# made at head in one step (engine._made_at_head) is one the migrations take up from there.
+# Not in `metadata`: the tables above are seqline's.
+alembic_version = Table(
+    "alembic_version", MetaData(),
+    Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
 )

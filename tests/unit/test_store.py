@@ -261,11 +261,31 @@ class TestStoreContract:
 
     def test_store_migrations_bring_an_empty_database_to_the_tables(self, store_url):
         engine = make_engine(store_url)
-        upgrade_to(engine)
+        upgrade_to(engine, HEAD_REVISION)  # by its id: through every migration
         head = ScriptDirectory.from_config(alembic_config()).get_current_head()
         assert current_revision(engine) == head == HEAD_REVISION
         with engine.connect() as conn:  # the migrations and tables.py describe one schema
             assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+        engine.dispose()
+
+    def test_store_made_at_head_in_one_step_is_the_migrated_store(self, store_url):
+        """A new store is made from tables.py and stamped, in one step: the same tables,
+        columns, keys, indexes and checks as the migrations make, and Alembic takes it up
+        from its stamp (down a revision and up again)."""
+        engine = make_engine(store_url)
+        upgrade_to(engine)  # "head", on an empty database: one step
+        assert current_revision(engine) == HEAD_REVISION
+        made = _schema(engine)
+        with engine.connect() as conn:
+            assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+        _alembic(engine, "downgrade", "0007")
+        upgrade_to(engine, HEAD_REVISION)
+        assert _schema(engine) == made
+        with engine.begin() as conn:  # empty again, then through every migration
+            metadata.drop_all(conn)
+            conn.execute(sa.text("DROP TABLE alembic_version"))
+        upgrade_to(engine, HEAD_REVISION)
+        assert _schema(engine) == made
         engine.dispose()
 
     def test_store_upgrade_from_first_revision_loses_nothing(self, store_url):
@@ -452,3 +472,46 @@ def test_pid_alive_sees_live_dead_and_zombie_processes():
     child.wait()
     assert not pid_alive(child.pid)
 
+
+def _schema(engine: sa.Engine) -> dict[str, dict[str, list]]:
+    """Every table as the database describes it: columns (name, type, nullable, default),
+    primary key, foreign keys, indexes, unique and check constraints."""
+    seen = sa.inspect(engine)
+    schema = {}
+    for table in sorted(seen.get_table_names()):
+        schema[table] = {
+            "columns": sorted((c["name"], str(c["type"]), c["nullable"], str(c["default"]))
+                              for c in seen.get_columns(table)),
+            "primary key": sorted(seen.get_pk_constraint(table)["constrained_columns"]),
+            "foreign keys": sorted((f["name"], f["constrained_columns"], f["referred_table"],
+                                    f["referred_columns"], sorted(f["options"].items()))
+                                   for f in seen.get_foreign_keys(table)),
+            "indexes": sorted((i["name"], i["column_names"], i["unique"])
+                              for i in seen.get_indexes(table)),
+            "unique": sorted((u["name"], u["column_names"])
+                             for u in seen.get_unique_constraints(table)),
+            "checks": sorted((c["name"], " ".join(c["sqltext"].split()))
+                             for c in seen.get_check_constraints(table)),
+        }
+    return schema
+
+
+def _alembic(engine: sa.Engine, verb: str, revision: str) -> None:
+    """`alembic <verb> <revision>` on the store, as engine.upgrade runs Alembic."""
+    from alembic import command
+
+    config = alembic_config()
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        getattr(command, verb)(config, revision)
+
+
+def test_a_new_store_and_an_existing_one_open_without_alembic(tmp_path):
+    """Alembic (0.15 CPU-s to import) runs only to migrate an older store."""
+    code = ("import sys; from pathlib import Path; from seqline.orchestration.store import "
+            "RunStore; RunStore.open(Path(sys.argv[1])).close(); print('alembic' in sys.modules)")
+    for _ in ("new", "existing"):
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                              text=True, timeout=60)
+        assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+    assert current_revision(make_engine(f"sqlite:///{tmp_path / 'seqline.db'}")) == HEAD_REVISION
