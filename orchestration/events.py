@@ -137,11 +137,14 @@ class HeadOfLine(Event):
 @dataclass(frozen=True, kw_only=True)
 class RecordsConsumed(Event):
     """A driver stage's progress: records consumed so far (train: examples fed, all epochs),
-    and, where the stage measures its own input waits (train: its steps'), those so far."""
+    and, where the stage measures its own input waits (train: its steps'), those so far;
+    `taken`, where it differs: the records of its input taken so far (train: each epoch
+    takes the same ones again, so its largest epoch), a stopped stage's records in."""
 
     kind: ClassVar[str] = "records_consumed"
     records: int
     waited_input: float | None = None
+    taken: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

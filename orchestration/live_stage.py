@@ -42,6 +42,7 @@ class LiveStage:
     stage_run_id: int
     started: float  # perf_counter
     records: int = 0
+    taken: int | None = None  # a driver stage's own count of its input taken, if it differs
     waited_input: float = 0.0
     waited_output: float = 0.0
     ended_waits: float = 0.0  # driver stages: waits published as they ended
@@ -65,6 +66,8 @@ class LiveStage:
             self.waited_input, self.waited_output = event.waited_input, event.waited_output
         elif isinstance(event, RecordsConsumed):
             self.records = max(self.records, event.records)
+            if event.taken is not None:
+                self.taken = max(self.taken or 0, event.taken)
             if event.waited_input is not None:
                 self.own_waits = event.waited_input
         elif isinstance(event, Occupancy | HeadOfLine):

@@ -173,7 +173,8 @@ class Tally:
             if live is None:
                 return {}
             waited_input, waited_output = live.waits(time.perf_counter())
-            return {"records_in": live.records, "waited_input": waited_input,
+            taken = live.records if live.taken is None else live.taken  # (train: see there)
+            return {"records_in": taken, "waited_input": waited_input,
                     "waited_output": waited_output, "max_in_flight": live.max_in_flight,
                     "block_retries": live.retries}
 

@@ -109,8 +109,8 @@ def run_driver(step: Step, stage: StageSpec[Any], run: RunContext, artifact: Sta
         announce=run.line.announce(stage.name),
         line=run.line if step.follows_line else None,  # type: ignore[arg-type]
         launcher=getattr(run.runner, "launcher", None),
-        progress=lambda n, waited: bus.publish(
-            RecordsConsumed(stage=stage.name, records=n, waited_input=waited)))
+        progress=lambda n, waited, taken: bus.publish(
+            RecordsConsumed(stage=stage.name, records=n, waited_input=waited, taken=taken)))
     component = COMPONENTS[stage.component]
     if not isinstance(component, DriverSpec):
         raise InternalError(f"stage {stage.name!r}: planned as a driver stage, but its "

@@ -134,9 +134,10 @@ class StageContext:
     # no such engine, and the stage runs in the driver only.
     launcher: Launcher | None = None
     # Told the records a driver stage has consumed so far (train: examples fed, over all
-    # epochs), for its live rows/s, and the seconds it waited for input so far where it
-    # measures them itself (train: its steps' waits, told as each epoch ends).
-    progress: Callable[[int, float | None], None] | None = None
+    # epochs), for its live rows/s, the seconds it waited for input so far where it measures
+    # them itself (train: its steps' waits, told as each epoch ends), and the records of its
+    # input taken so far (train: its largest epoch; it is a stopped stage's records in).
+    progress: Callable[[int, float | None, int], None] | None = None
 
     @property
     def root(self) -> Folder:

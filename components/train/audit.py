@@ -29,13 +29,14 @@ class EpochAudit:
     """
 
     def __init__(self, replicas: int, worker: int | None = None,
-                 progress: Callable[[int, float | None], None] | None = None) -> None:
+                 progress: Callable[[int, float | None, int], None] | None = None) -> None:
         self.replicas = replicas
         self.worker = worker  # on several workers: this one's rank; it feeds slice `worker`
-        # told the examples fed so far, over all epochs (live rows/s), and the steps' input
-        # waits so far as each epoch ends
+        # told the examples fed so far, over all epochs (live rows/s), the steps' input waits
+        # so far as each epoch ends, and the examples taken (each epoch takes the same again)
         self.progress = progress
         self.fed = 0
+        self.taken = 0  # the largest epoch's examples so far
         self.waited = 0.0
         self.epoch = 0
         self.epochs: list[dict[str, Any]] = []
@@ -67,8 +68,9 @@ class EpochAudit:
         self.input_seconds += seconds
         self.handed.append(time.perf_counter())
         self.fed += len(seq)  # once per batch: cheap
+        self.taken = max(self.taken, self.digest.count)
         if self.progress is not None:
-            self.progress(self.fed, None)
+            self.progress(self.fed, None, self.taken)
 
     def step_begins(self) -> None:
         self.asked.append(time.perf_counter())
@@ -93,7 +95,7 @@ class EpochAudit:
         })
         self.waited += round(waited, 4)  # as the stage's total sums them
         if self.progress is not None:
-            self.progress(self.fed, self.waited)
+            self.progress(self.fed, self.waited, self.taken)
 
 
 def verify_audit(run: Path, manifest: dict[str, Any], problems: list[str]) -> None:

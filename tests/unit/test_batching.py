@@ -118,7 +118,8 @@ def test_batching_audit_records_contiguous_replica_slices():
 
 def test_the_audit_tells_examples_as_fed_and_the_steps_waits_as_each_epoch_ends():
     told = []
-    audit = EpochAudit(replicas=1, progress=lambda n, waited: told.append((n, waited)))
+    audit = EpochAudit(replicas=1,
+                       progress=lambda n, waited, taken: told.append((n, waited, taken)))
     for epoch in range(2):
         audit.begin(epoch)
         audit.step_begins()
@@ -127,7 +128,8 @@ def test_the_audit_tells_examples_as_fed_and_the_steps_waits_as_each_epoch_ends(
         audit.end(epoch, {"loss": 1.0})
     waits = [e["input_wait_seconds"] for e in audit.epochs]
     assert all(w >= 0.02 for w in waits)
-    assert told == [(8, None), (8, waits[0]), (16, None), (16, waits[0] + waits[1])]
+    assert told == [(8, None, 8), (8, waits[0], 8), (16, None, 8),
+                    (16, waits[0] + waits[1], 8)]  # fed over all epochs; taken: 8
 
 
 SCHEMA = pa.schema([("x", pa.float32()), ("weather", pa.string()), ("y", pa.float32()),

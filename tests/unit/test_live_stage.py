@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
+from seqline.components.train.audit import EpochAudit
 from seqline.orchestration.events import (
     BlockRetried,
     BlocksDone,
     Occupancy,
     RecordsConsumed,
+    StageStarted,
     WaitEnded,
     WaitStarted,
 )
 from seqline.orchestration.live_stage import PROGRESS, LiveStage
+from seqline.orchestration.stage_output import Tally
 from seqline.pipeline.tasks import Counts
 
 
@@ -65,3 +70,20 @@ def test_a_driver_stage_that_measures_its_own_waits_is_sampled_by_them():
     live.follow(RecordsConsumed(stage="s", records=64, waited_input=0.25))
     live.follow(RecordsConsumed(stage="s", records=96))
     assert live.waits(time.perf_counter() + 1.0)[0] == 0.25
+
+
+def test_a_stopped_train_stage_took_its_epochs_records_once_however_many_epochs_it_fed():
+    """Train tells the examples fed over all epochs (its live rows/s) and those taken: a
+    train stage stopped in its third epoch of 10 records had taken 10, not the 25 it fed."""
+    tally = Tally()
+    tally(StageStarted(stage="model"))
+    audit = EpochAudit(1, progress=lambda fed, waited, taken: tally(
+        RecordsConsumed(stage="model", records=fed, waited_input=waited, taken=taken)))
+    for epoch in range(3):
+        audit.begin(epoch)
+        for first in range(0, 10 if epoch < 2 else 5, 5):  # the third epoch stops halfway
+            audit.record(np.arange(first, first + 5, dtype=np.int64), 0.01)
+        if epoch < 2:
+            audit.end(epoch, {"loss": 1.0})
+    assert tally.account("model")["records_in"] == 10
+    assert tally._live["model"].records == 25  # the rate chart's: every example fed
