@@ -79,10 +79,12 @@ docs-outputs: setup
 
 # Renew the README's and the docs' dashboard pictures (docs/img/) from real runs of the demo,
 # on purpose; review them before committing. Every page at 1400, 800 and 400 px, light and
-# dark, lands in build/screenshots/ (as on every run of the browser tests).
+# dark, lands in build/screenshots/ (SEQLINE_SCREENSHOTS: the suite renders and checks the
+# same pages without writing them).
 screenshots: setup chromium
-	SEQLINE_DOCS_IMAGES=docs/img $(BIN)/python -m pytest -q -p no:cacheprovider \
-	  tests/dashboard/test_browser.py -k "screenshots or images"
+	SEQLINE_DOCS_IMAGES=docs/img SEQLINE_SCREENSHOTS=1 $(BIN)/python -m pytest -q \
+	  -p no:cacheprovider tests/dashboard/test_browser.py tests/dashboard/test_logs_browser.py \
+	  -k "screenshots or images"
 
 setup: $(VENV)/.installed
 

@@ -62,6 +62,20 @@ def add_columns(batch):
 ALL_DRAWN = "() => [...document.querySelectorAll('.chart')].every(c => c.dataset.drawn)"
 
 
+# Full-page pictures of every page, for people to look at (never the repo): `make screenshots`
+# asks for them. Without, the suite renders and checks the same pages: encoding the pictures
+# was ~12 of Chromium's CPU-seconds in the suite, for files nobody opened there.
+SHOTS = REPO / "build" / "screenshots"
+
+
+def keep_screenshot(page, name: str) -> None:
+    """The page as it is shown now, full length, into build/screenshots/NAME.png, when
+    SEQLINE_SCREENSHOTS is set (`make screenshots` sets it)."""
+    if os.environ.get("SEQLINE_SCREENSHOTS"):
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
 def show(page, url: str, width: int, scheme: str) -> None:
     """`url` in Chromium at `width` px in the `scheme` theme, its charts drawn."""
     page.set_viewport_size({"width": width, "height": 900})

@@ -15,14 +15,23 @@ import pytest
 from playwright.sync_api import expect
 
 from seqline.orchestration.store import RunStore
-from tests.conftest import REPO
-from tests.dashboard.conftest import ALL_DRAWN, BAD_FEATURES, DEMO, EXE, XSS, Server, seqline, show
+from tests.dashboard.conftest import (
+    ALL_DRAWN,
+    BAD_FEATURES,
+    DEMO,
+    EXE,
+    SHOTS,
+    XSS,
+    Server,
+    keep_screenshot,
+    seqline,
+    show,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 # Every page at every width and theme, for people to look at; never written into the repo
 # by a test run. `make screenshots` points DOCS_IMAGES at docs/img to renew the README's.
-SHOTS = REPO / "build" / "screenshots"
 DOCS_IMAGES = Path(os.environ.get("SEQLINE_DOCS_IMAGES") or SHOTS / "docs")
 
 
@@ -289,10 +298,9 @@ SCROLLS_SIDEWAYS = "document.documentElement.scrollWidth > innerWidth"
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width", [1400, 800, 400])
 def test_screenshots_of_every_page_at_three_widths_light_and_dark(server, page, width, scheme):
-    SHOTS.mkdir(parents=True, exist_ok=True)
     for name, path in PAGES.items():
         show(page, server.url + path, width, scheme)
-        page.screenshot(path=str(SHOTS / f"{name}-{width}-{scheme}.png"), full_page=True)
+        keep_screenshot(page, f"{name}-{width}-{scheme}")
         if name.startswith(("run", "lookup")):  # the on-call view: never sideways on a phone
             assert not page.evaluate(SCROLLS_SIDEWAYS), (name, width)
     assert page.problems == []

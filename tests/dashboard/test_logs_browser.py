@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import REPO
+from tests.dashboard.conftest import keep_screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
-
-SHOTS = REPO / "build" / "screenshots"  # as test_browser.py's: for people, not the repo
 
 
 def test_errors_only_is_one_click_from_a_failed_run(server, page):
@@ -44,14 +42,13 @@ def test_log_page_does_not_scroll_sideways_at_400_px(server, page):
 @pytest.mark.parametrize("width", [1400, 800, 400])
 def test_screenshots_of_the_log_page_at_three_widths_light_and_dark(server, page, width,
                                                                      scheme):
-    """For people to look at (build/screenshots/, never the repo); a phone never scrolls
-    sideways, a traceback open or not."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    """For people to look at (`make screenshots`: build/screenshots/, never the repo); a
+    phone never scrolls sideways, a traceback open or not."""
     page.set_viewport_size({"width": width, "height": 900})
     page.emulate_media(color_scheme=scheme)
     for name, path in {"logs": "/runs/broken/logs", "logs-demo": "/runs/demo-a/logs",
                        "logs-errors": "/runs/broken/logs?level=error"}.items():
         page.goto(server.url + path)
-        page.screenshot(path=str(SHOTS / f"{name}-{width}-{scheme}.png"), full_page=True)
+        keep_screenshot(page, f"{name}-{width}-{scheme}")
         assert not page.evaluate("document.documentElement.scrollWidth > innerWidth"), name
     assert page.problems == []
