@@ -262,7 +262,7 @@ def _made_at_head(engine: Engine) -> bool:
 
     What the eight migrations make one by one, in one step (tests/unit/test_store.py compares
     the two on SQLite and PostgreSQL): every new root's first command imported Alembic and
-    ran them, 0.2 CPU-seconds of a tiny run's 0.7, and the test suite makes hundreds of roots.
+    ran them, 0.2 CPU-seconds (a whole tiny run is 0.7 s), and the suite makes 360 roots.
     """
     from seqline.orchestration.store.tables import alembic_version, metadata
 
