@@ -19,7 +19,7 @@ from seqline.orchestration.environment import quiet_engines, quiet_tensorflow
 from seqline.orchestration.events import EventBus, Subscriber
 from seqline.orchestration.executor import never_started, run_plan
 from seqline.orchestration.plan import RunPlan, plan_run
-from seqline.orchestration.processes import signals_cancel
+from seqline.orchestration.processes import signals_cancel, signals_held
 from seqline.orchestration.recorder import RunRecorder
 from seqline.orchestration.reports import RunReports, StageReport
 from seqline.orchestration.run_file import RunFile
@@ -215,32 +215,43 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
     quiet_run(spec, options.output)
     # Ctrl-C and SIGTERM cancel from here on (a cancel the process drops is found again), as
     # the engine starts (Ray's own SIGTERM exit included) and after (Ray sets its handler).
-    with signals_cancel(), RunStore.open(*store_url(root, store)) as runs:
-        plan = plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
-        _open_record(runs, spec, plan, pipeline_file)
-        reports, reads = RunReports(), ShardReads() if options.verify else None
-        bus = EventBus(RunRecorder(runs, plan, spec, COMPONENTS), reports,
-                       RunFile(run_dir(root, run_id), options.queue), *subscribers)
-        try:
-            with signals_cancel(), _runner(options) as runner, signals_cancel():
-                run_plan(plan, spec, runner, root, bus, reads)
-        except KeyboardInterrupt as exc:
-            cancelled = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")
-            cancelled.run_id = run_id
-            if not reports.stages:  # as the engine started: no stage was even planned
-                never_started(plan, spec, root, bus, cancelled)
-            bus.publish(reports.run_ended(plan, "cancelled", cancelled))
-            raise cancelled from None
-        except SeqlineError as exc:
-            bus.publish(reports.run_ended(plan, "failed", exc))
-            if raise_on_error or isinstance(exc, ConfigError):
+    ended = False  # once the run's success is recorded, a cancel stops only its verify
+    try:
+        with signals_cancel(), RunStore.open(*store_url(root, store)) as runs:
+            plan = plan_run(spec, options, COMPONENTS, run_id=run_id, root=root, store=runs)
+            _open_record(runs, spec, plan, pipeline_file)
+            reports, reads = RunReports(), ShardReads() if options.verify else None
+            bus = EventBus(RunRecorder(runs, plan, spec, COMPONENTS), reports,
+                           RunFile(run_dir(root, run_id), options.queue), *subscribers)
+            try:
+                with signals_cancel(), _runner(options) as runner, signals_cancel():
+                    run_plan(plan, spec, runner, root, bus, reads)
+            except KeyboardInterrupt as exc:
+                cancelled = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")
+                cancelled.run_id = run_id
+                if not reports.stages:  # as the engine started: no stage was even planned
+                    never_started(plan, spec, root, bus, cancelled)
+                bus.publish(reports.run_ended(plan, "cancelled", cancelled))
+                raise cancelled from None
+            except SeqlineError as exc:
+                bus.publish(reports.run_ended(plan, "failed", exc))
+                if raise_on_error or isinstance(exc, ConfigError):
+                    raise
+                return RunResult(run_id, "failed", root, reports.stages, error=exc, plan=plan)
+            except BaseException as exc:
+                bus.publish(reports.run_ended(plan, "failed", exc))
                 raise
-            return RunResult(run_id, "failed", root, reports.stages, error=exc, plan=plan)
-        except BaseException as exc:
-            bus.publish(reports.run_ended(plan, "failed", exc))
+            with signals_held():  # not cut halfway: the run's record says it succeeded
+                bus.publish(reports.run_ended(plan, "succeeded"))
+                ended = True
+        with signals_cancel():
+            checks = verify_run(root, run_id, reads) if options.verify else None
+    except KeyboardInterrupt as exc:
+        if not ended:
             raise
-        bus.publish(reports.run_ended(plan, "succeeded"))
-    checks = verify_run(root, run_id, reads) if options.verify else None
+        late = exc if isinstance(exc, Cancelled) else Cancelled("SIGINT")
+        late.run_id, late.succeeded = run_id, True  # (the command line says how to verify)
+        raise late from None
     return RunResult(run_id, "succeeded", root, reports.stages, checks, plan=plan)
 
 

@@ -233,6 +233,28 @@ def signals_cancel() -> Iterator[None]:
             signal.signal(signal.SIGINT, interrupt)
 
 
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait until the block has ended, then cancel (Cancelled): for what
+    must not be cut halfway, such as recording that a run succeeded. The main thread only,
+    as `signals_cancel`; an ignored SIGINT stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[str] = []
+    kept = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for signum, handler in kept.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(signum, lambda n, _: held.append(signal.Signals(n).name))
+    try:
+        yield
+    finally:
+        for signum, handler in kept.items():
+            signal.signal(signum, handler)
+    if held:
+        raise Cancelled(held[0])
+
+
 def _quiet_dropped_cancel(hook: Callable[[Any], object], dropped: Any) -> None:
     """A cancel dropped where Python cannot raise it is raised again (`raise_if_cancelled`):
     its "Exception ignored in ..." traceback would only alarm; anything else goes to `hook`."""

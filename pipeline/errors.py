@@ -25,6 +25,8 @@ class Cancelled(KeyboardInterrupt):
         super().__init__(signal)
         self.signal = signal
         self.run_id = run_id
+        # it came once the run had succeeded (recorded so): only the run's verify was stopped
+        self.succeeded = False
 
 
 class ConfigError(SeqlineError):

@@ -10,7 +10,7 @@ import signal
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -170,6 +170,9 @@ def run(
         if exc.run_id is None:  # while it was planned: nothing was recorded or written
             _fail(f"Cancelled ({exc.signal}) before the run started: nothing ran.", code)
         _print_run_json(as_json, root, store, exc.run_id, None)
+        if exc.succeeded:  # it came after the run's end: only verify was stopped
+            _fail(f"Run {exc.run_id} succeeded; its verify was stopped ({exc.signal}). "
+                  f"Check it with: {_verify_command(root, store, exc.run_id)}", code)
         _fail(f"Run {exc.run_id} cancelled ({exc.signal}): its committed stages are kept, "
               f"nothing half-written is. Finish it with: "
               f"{_resume_command(root, store, exc.run_id, pipeline)}", code)
@@ -338,7 +341,20 @@ def _resume_command(root: str, store: str | None, run_id: str | None, pipeline: 
     return found[0] if found else f"seqline run {pipeline} --resume --run-id {run_id}"
 
 
-def _fail(message: str, code: int) -> None:
+def _verify_command(root: str, store: str | None, run_id: str) -> str:
+    """`seqline verify` of a run, with the root (and store) it was run with."""
+    import shlex
+
+    from seqline.orchestration.reruns import store_shown
+    from seqline.orchestration.schedule.launch import root_text
+    from seqline.pipeline.storage import open_root
+
+    where = ["--root", root_text(open_root(root)),
+             *(["--store", store_shown(store)] if store else [])]
+    return shlex.join(["seqline", "verify", run_id, *where])
+
+
+def _fail(message: str, code: int) -> NoReturn:
     reraise_if_debug()
     tell_launcher(message)  # first: stderr may be a log on a full disk
     with contextlib.suppress(OSError):  # (which must not change the exit code)

@@ -316,3 +316,30 @@ def test_a_stage_fed_by_one_that_fails_after_its_last_block_commits_nothing(
     for stage in ("write", "features", "again"):
         assert_stopped(ended[stage], fed(story.events, stage), "upstream `read` failed")
     assert not list((tmp_path / "root" / "runs" / "over").glob("*/manifest.json"))
+
+
+def test_a_cancel_after_the_run_succeeded_stops_only_its_verify(tmp_path):
+    """A Ctrl-C as the run's success is recorded: the record is finished (succeeded), and the
+    cancel says the run succeeded, its id, and that only verify was stopped (it said "before
+    the run started: nothing ran", or cut the record halfway)."""
+    story = Story()
+    spec = _folder(tmp_path)
+
+    def ctrl_c_at_the_end(event: Event) -> None:
+        if isinstance(event, RunEnded):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # (Python runs the handler at once: here, if it is not held)
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(Cancelled) as stopped:
+            _run(spec, tmp_path, "late", story, subscribers=[story, ctrl_c_at_the_end],
+                 verify=True)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert (stopped.value.run_id, stopped.value.succeeded) == ("late", True)
+    assert [e.status for e in story.events if isinstance(e, RunEnded)] == ["succeeded"]
+    with RunStore.open(tmp_path / "root") as store:
+        shown = store.show_run("late")
+    assert shown["status"] == "succeeded"
+    assert {s["status"] for s in shown["stages"]} == {"succeeded"}
