@@ -242,10 +242,10 @@ def signals_held() -> Iterator[None]:
         yield
         return
     held: list[str] = []
-    kept = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for signum, handler in kept.items():
-        if handler is not signal.SIG_IGN:
-            signal.signal(signum, lambda n, _: held.append(signal.Signals(n).name))
+    kept = {s: h for s in (signal.SIGINT, signal.SIGTERM)
+            if (h := signal.getsignal(s)) not in (signal.SIG_IGN, None)}  # None: set in C
+    for signum in kept:
+        signal.signal(signum, lambda n, _: held.append(signal.Signals(n).name))
     try:
         yield
     finally:
