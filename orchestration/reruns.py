@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["RESUMABLE", "RerunCommand", "rerun_commands", "store_shown"]
+__all__ = ["RESUMABLE", "RerunCommand", "rerun_commands", "store_shown", "where_words"]
 
 # A run that did not finish: what it committed is kept and the rest runs (`--resume`).
 RESUMABLE = ("failed", "cancelled", "interrupted")
@@ -52,7 +52,7 @@ def rerun_commands(run: dict[str, Any], root: str, store: str | None = None,
         seqline run /p/demo.yaml --root /r --runner local --workers 4
         seqline run /p/demo.yaml --root /r --runner local --workers 4 --resume --run-id X
     """
-    where = ["--root", root, *(["--store", store_shown(store)] if store else [])]
+    where = where_words(root, store)
     found: list[RerunCommand] = []
     if run.get("pipeline_file"):
         base = [executable, "run", run["pipeline_file"], *where, *_runner_words(run)]
@@ -68,6 +68,12 @@ def rerun_commands(run: dict[str, Any], root: str, store: str | None = None,
             "backfill", (executable, "backfill", schedule, "--from", at, "--to", at, *where),
             f"runs schedule {schedule}'s fire time {at} again, as a backfill"))
     return found
+
+
+def where_words(root: str, store: str | None) -> list[str]:
+    """`--root ROOT` and, when the store is not the root's default, `--store URL` (its
+    password as ***): where a command finds a run."""
+    return ["--root", root, *(["--store", store_shown(store)] if store else [])]
 
 
 def _runner_words(run: dict[str, Any]) -> list[str]:

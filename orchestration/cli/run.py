@@ -345,13 +345,12 @@ def _verify_command(root: str, store: str | None, run_id: str) -> str:
     """`seqline verify` of a run, with the root (and store) it was run with."""
     import shlex
 
-    from seqline.orchestration.reruns import store_shown
+    from seqline.orchestration.reruns import where_words
     from seqline.orchestration.schedule.launch import root_text
     from seqline.pipeline.storage import open_root
 
-    where = ["--root", root_text(open_root(root)),
-             *(["--store", store_shown(store)] if store else [])]
-    return shlex.join(["seqline", "verify", run_id, *where])
+    return shlex.join(["seqline", "verify", run_id, *where_words(root_text(open_root(root)),
+                                                                 store)])
 
 
 def _fail(message: str, code: int) -> NoReturn:

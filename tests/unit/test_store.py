@@ -34,6 +34,7 @@ from seqline.orchestration.store import upgrade as upgrade_to
 from seqline.orchestration.store.engine import HEAD_REVISION, make_engine
 from seqline.orchestration.store.tables import metadata, runs
 from seqline.pipeline.errors import ConfigError
+from tests.store_schema import alembic_command, schema
 
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$")
 LIST_KEYS = {"run_id", "pipeline", "status", "runner", "trigger", "started", "finished"}
@@ -275,17 +276,17 @@ class TestStoreContract:
         engine = make_engine(store_url)
         upgrade_to(engine)  # "head", on an empty database: one step
         assert current_revision(engine) == HEAD_REVISION
-        made = _schema(engine)
+        made = schema(engine)
         with engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), metadata) == []
-        _alembic(engine, "downgrade", "0007")
+        alembic_command(engine, "downgrade", "0007")
         upgrade_to(engine, HEAD_REVISION)
-        assert _schema(engine) == made
+        assert schema(engine) == made
         with engine.begin() as conn:  # empty again, then through every migration
             metadata.drop_all(conn)
             conn.execute(sa.text("DROP TABLE alembic_version"))
         upgrade_to(engine, HEAD_REVISION)
-        assert _schema(engine) == made
+        assert schema(engine) == made
         engine.dispose()
 
     def test_store_upgrade_from_first_revision_loses_nothing(self, store_url):
@@ -471,39 +472,6 @@ def test_pid_alive_sees_live_dead_and_zombie_processes():
     assert not pid_alive(child.pid)
     child.wait()
     assert not pid_alive(child.pid)
-
-
-def _schema(engine: sa.Engine) -> dict[str, dict[str, list]]:
-    """Every table as the database describes it: columns (name, type, nullable, default),
-    primary key, foreign keys, indexes, unique and check constraints."""
-    seen = sa.inspect(engine)
-    schema = {}
-    for table in sorted(seen.get_table_names()):
-        schema[table] = {
-            "columns": sorted((c["name"], str(c["type"]), c["nullable"], str(c["default"]))
-                              for c in seen.get_columns(table)),
-            "primary key": sorted(seen.get_pk_constraint(table)["constrained_columns"]),
-            "foreign keys": sorted((f["name"], f["constrained_columns"], f["referred_table"],
-                                    f["referred_columns"], sorted(f["options"].items()))
-                                   for f in seen.get_foreign_keys(table)),
-            "indexes": sorted((i["name"], i["column_names"], i["unique"])
-                              for i in seen.get_indexes(table)),
-            "unique": sorted((u["name"], u["column_names"])
-                             for u in seen.get_unique_constraints(table)),
-            "checks": sorted((c["name"], " ".join(c["sqltext"].split()))
-                             for c in seen.get_check_constraints(table)),
-        }
-    return schema
-
-
-def _alembic(engine: sa.Engine, verb: str, revision: str) -> None:
-    """`alembic <verb> <revision>` on the store, as engine.upgrade runs Alembic."""
-    from alembic import command
-
-    config = alembic_config()
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        getattr(command, verb)(config, revision)
 
 
 def test_a_new_store_and_an_existing_one_open_without_alembic(tmp_path):
