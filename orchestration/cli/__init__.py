@@ -31,12 +31,17 @@ def main_command() -> None:
         if LAST_WORDS_FD not in os.environ:  # launched by the scheduler: see take_launcher_pipe
             quiet_engines()  # the server's environment, as the app's defaults set it
             start_early(preload)
-    from seqline.orchestration.cli.main import main_command as main
-
     try:
+        from seqline.orchestration.cli.main import main_command as main
+
         main()
     except SystemExit as done:
         _exit(done.code)
+    except KeyboardInterrupt:
+        # Ctrl-C before the app took over (while it imports: the first ~0.3 s of every
+        # command) ends as a Ctrl-C the app sees does (Typer's exit 130), not in a traceback
+        # of whichever import it landed in.
+        _exit(130)
 
 
 def _exit(code: object) -> NoReturn:
