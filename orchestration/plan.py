@@ -137,7 +137,8 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
 
     Raises:
         ConfigError: resuming a run that is not there, or reusing a run id that is; a stage
-            whose parameters name what a sample of its records does not have (preflight.py).
+            that cannot run on the runner (its component's check_runner); a stage whose
+            parameters name what a sample of its records does not have (preflight.py).
 
     Example: the demo run again with batching's window length 14 -> 21 reuses ingest,
     tfrecord_write and preprocess from the first run, runs batching because "params changed
@@ -172,6 +173,10 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
             conn.follows_line, fused.get(stage.name), *origin,
             stale=action == "run" and (stage.name in kept or stage.name in damaged),
             cache_key=keys[stage.name], key_parts=parts[stage.name]))
+    for stage, step in zip(spec.stages, steps, strict=True):
+        check = components[stage.component].check_runner
+        if step.runs and check is not None:
+            check(stage, options.runner)
     check_before_work(spec, steps, components)
     return RunPlan(run_id, spec.name, options, tuple(steps))
 

@@ -184,6 +184,9 @@ class ComponentSpec(Generic[P]):
     # None when it cannot tell. It raises ConfigError for a mismatch it can see there
     # (batching: a feature not in the records). None here: it passes its input on as it is.
     preview: Callable[[StageSpec[P], Path, Sample | None], pa.RecordBatch | None] | None = None
+    # check_runner(stage, runner name): raises ConfigError, before any stage runs, for what
+    # the stage cannot do on that runner (train `workers: N` needs Ray).
+    check_runner: Callable[[StageSpec[P], str], None] | None = None
     version: str = "1"
     doc: str = ""
 

@@ -239,6 +239,9 @@ def build_model(stage: StageSpec[TrainParams], base_dir: Path, spec: ModelSpec) 
 
 
 def _validate(stage: StageSpec[TrainParams], base_dir: Path) -> None:
+    if stage.params.workers > 1 and stage.params.cpu_replicas not in (None, 1):
+        raise ConfigError(f"{stage.where}: set workers or cpu_replicas, not both (each worker "
+                          "is one replica).")
     if ":" in stage.params.model:
         try:
             load_function(stage.params.model, str(base_dir))
@@ -246,7 +249,14 @@ def _validate(stage: StageSpec[TrainParams], base_dir: Path) -> None:
             raise ConfigError(f"{stage.where}: {exc}") from exc
 
 
+def _check_runner(stage: StageSpec[TrainParams], runner: str) -> None:
+    if stage.params.workers > 1 and runner != "ray":
+        raise ConfigError(f"{stage.where}: workers {stage.params.workers} trains through Ray "
+                          "Train; run with --runner ray (a local Ray or --ray-address), or set "
+                          "workers 1.")
+
+
 SPEC = DriverSpec(name="train", params=TrainParams, run=run_stage, reads="plan", writes="model",
-                  live=True, validate=_validate, verify=verify_audit,
+                  live=True, validate=_validate, verify=verify_audit, check_runner=_check_runner,
                   driver_imports=("tensorflow",),
                   doc="A batching plan -> a trained Keras model with an order audit.")

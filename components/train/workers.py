@@ -40,17 +40,15 @@ def run_on_workers(stage: StageSpec[TrainParams], ctx: StageContext) -> StageRes
     worker's slice, per epoch the global digest and each worker's digest.
 
     Raises:
-        ConfigError: no launcher (not the ray runner), cpu_replicas also set, or a batch size
-            that does not split into one equal slice per worker.
+        ConfigError: no launcher (not the ray runner: the planner says so before the run,
+            see check_runner), or a batch size that does not split into one equal slice per
+            worker.
         StageError: the workers were fed different batches, or one of them failed.
     """
     p = stage.params
     if ctx.launcher is None:
         raise ConfigError(f"{stage.where}: workers {p.workers} trains through Ray Train; run "
                           "with --runner ray (a local Ray or --ray-address), or set workers 1.")
-    if p.cpu_replicas not in (None, 1):
-        raise ConfigError(f"{stage.where}: set workers or cpu_replicas, not both (each worker "
-                          "is one replica).")
     plan = plan_for(stage, ctx)
     if plan.batch_size % p.workers:
         raise ConfigError(f"{stage.where}: batch_size {plan.batch_size} does not split into "

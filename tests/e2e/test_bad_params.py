@@ -148,3 +148,29 @@ def test_schema_command_prints_it():
     result = CliRunner().invoke(app, ["schema"])
     assert result.exit_code == 0
     assert json.loads(result.output) == pipeline_schema()
+
+
+def test_training_on_workers_off_ray_exits_2_before_any_stage_runs(folder):
+    """`workers: N` trains through Ray Train: on another runner that is said by the plan,
+    before the stages ahead of it run (it was said by the train stage, after them)."""
+    (folder / "p.yaml").write_text(yaml.safe_dump(_pipeline("model", {"workers": 2}),
+                                                  sort_keys=False))
+    for extra in ([], ["--dry-run"]):
+        result = CliRunner().invoke(app, ["run", str(folder / "p.yaml"), "--root",
+                                          str(folder / "root"), "--run-id", "w", *extra])
+        assert result.exit_code == 2, result.output
+        assert re.fullmatch(r"error: stage 'model' \(line \d+ of the pipeline file\): workers 2 "
+                            r"trains through Ray Train; run with --runner ray .*, or set workers "
+                            r"1\.\n", result.output), result.output
+    assert not (folder / "root" / "runs" / "w").exists()  # no stage ran
+
+
+def test_workers_and_cpu_replicas_together_exit_2_as_the_pipeline_loads(folder):
+    text = yaml.safe_dump(_pipeline("model", {"workers": 2, "cpu_replicas": 2}),
+                          sort_keys=False)
+    (folder / "p.yaml").write_text(text)
+    result = CliRunner().invoke(app, ["run", str(folder / "p.yaml"), "--root",
+                                      str(folder / "root"), "--runner", "ray"])
+    assert result.exit_code == 2, result.output
+    assert "set workers or cpu_replicas, not both" in result.output
+    assert not (folder / "root").exists()
