@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import shutil
+import socket
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ RAY_MIN_FREE_MIB = 64
 # Tasks kept in the object store at once: more than the stages of a run that map blocks.
 KEPT_TASKS = 16
 ABORT_POLL_SECONDS = 0.25  # how often a wait for blocks checks whether the run was cancelled
+# How long a cluster's address may take to accept a connection before it is said unreachable.
+PROBE_SECONDS = 10.0
 
 
 class RayNotStarted(SeqlineError):
@@ -60,10 +63,13 @@ class RayNotStarted(SeqlineError):
         lines = str(error).strip().splitlines()
         what = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
         finish = "then finish the run with `seqline run … --resume --run-id ID`."
-        if session is None:  # a cluster's: --ray-address or $RAY_ADDRESS
+        if session is None:  # a cluster's: --ray-address or $RAY_ADDRESS (it answered)
+            token = "" if os.environ.get("RAY_AUTH_MODE") else (
+                "; a cluster started with token authentication needs RAY_AUTH_MODE=token "
+                "(and its token) here too")
             return cls(f"Ray did not start: {what} (the cluster at "
-                       f"{address or os.environ.get('RAY_ADDRESS')}). Check that it is up "
-                       f"and reachable from here, {finish}")
+                       f"{address or os.environ.get('RAY_ADDRESS')}, whose port answers, did "
+                       f"not let this driver join{token}). Check how it was started, {finish}")
         try:
             free = shutil.disk_usage(session).free / 2**20
         except OSError:
@@ -73,6 +79,20 @@ class RayNotStarted(SeqlineError):
                "the machine may have been too loaded for Ray to start in time (set "
                "RAY_gcs_server_port_wait_time_s to wait longer)")
         return cls(f"Ray did not start: {what}; {why}, {finish}")
+
+
+def _unreachable(address: str) -> str | None:
+    """Why nothing answers at a cluster's `host:port` (or `ray://host:port`), or None if
+    something does (or the address is not of that form: `auto`). Ray itself tries a wrong
+    address for as long as it is left to (minutes, its C++ client logging every 30 s)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit() or "/" in host:
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), PROBE_SECONDS).close()
+    except OSError as exc:
+        return exc.strerror or str(exc) or type(exc).__name__
+    return None
 
 
 def _run(task: MapTask, block: Block) -> BlockResult:
@@ -123,6 +143,13 @@ class RayRunner(Runner):
             if address is None and not os.environ.get("RAY_ADDRESS"):  # a Ray of our own:
                 # its sockets and logs go where we can remove them
                 self._session = scratch_dir("ray", socket_depth=RAY_SOCKET_DEPTH)
+            cluster = address or os.environ.get("RAY_ADDRESS")
+            if cluster and (unreachable := _unreachable(cluster)) is not None:
+                raise RayNotStarted(f"Ray did not start: the cluster at {cluster} cannot be "
+                                    f"reached ({unreachable}). Check that it is up and that "
+                                    "its address and port are right (`ray status` on its "
+                                    "head), then finish the run with `seqline run … --resume "
+                                    "--run-id ID`.")
             try:
                 ray.init(address=address, num_cpus=None if address else workers,
                          include_dashboard=False,

@@ -50,6 +50,11 @@ PATHS = [
     ("bad parameter", GOOD.replace("block_records: 4", "block_record: 4"), {}, _run(), 2,
      r"stage 'read' \(line 3\), parameter block_record \(line 5\): unknown parameter\. Did you "
      r"mean 'block_records'\?"),
+    # (port 1: nothing listens there) Ray itself would try it for as long as it is left to
+    ("a Ray cluster that is not there", GOOD, {},
+     _run("--runner", "ray", "--ray-address", "127.0.0.1:1"), 1,
+     r"Run failed: Ray did not start: the cluster at 127\.0\.0\.1:1 cannot be reached "
+     r"\(Connection refused\)\. Check that it is up"),
     ("bad parameter type", GOOD.replace("block_records: 4", "block_records: many"), {},
      _run(), 2, r"parameter block_records \(line 5\): expected a valid integer, found 'many'"),
     ("schema given as a list", GOOD.replace("block_records: 4", "schema: [x, y]"), {}, _run(),
