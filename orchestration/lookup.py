@@ -25,6 +25,7 @@ from seqline.pipeline.deadletters import read_dead_letters
 from seqline.pipeline.errors import RunNotFound
 from seqline.pipeline.storage import Folder, open_root, storage_of
 from seqline.pipeline.tfrecord.coding import decode, schema_from_text
+from seqline.pipeline.tfrecord.framing import CorruptRecord
 from seqline.pipeline.tfrecord.reading import read_shard
 from seqline.pipeline.tfrecord.seq_scan import scan_seq
 
@@ -182,7 +183,14 @@ def _line_of(name: str, record: int, header: int) -> tuple[int | None, int]:
 def _in_shards(stage_dir: Folder, m: dict[str, Any], seq: int) -> StagePlace:
     for shard in m["shards"]:
         if shard["seq_first"] is not None and shard["seq_first"] <= seq <= shard["seq_last"]:
-            offsets = np.flatnonzero(_shard_seq(stage_dir, m, shard) == seq)
+            try:
+                offsets = np.flatnonzero(_shard_seq(stage_dir, m, shard) == seq)
+            except (CorruptRecord, OSError) as exc:  # damaged or gone: said, not raised
+                why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                return _place_of(m, False, f"{shard['path']} cannot be read ({why}); "
+                                 "`seqline verify` checks every shard, and the run's --resume "
+                                 "writes a damaged one again", fate="unreadable",
+                                 shard=shard["path"], reason=why)
             if len(offsets):
                 return _shard_place(m, shard, offsets)
     return _not_here(stage_dir, m, seq)

@@ -148,3 +148,23 @@ def test_lookup_names_a_dead_letter_and_a_filtered_record(small_root):
 def _reason(root: Path) -> str:
     letters = (root / "runs/small/read/dead_letters.jsonl").read_text().splitlines()
     return str(json.loads(letters[0])["reason"])
+
+
+def test_lookup_through_a_damaged_shard_names_it_and_answers_for_the_other_stages(small_root,
+                                                                                 tmp_path):
+    """A shard that cannot be read is said on its stage's row, in one line (it was a
+    traceback from the command and a 500 from the dashboard's page, which reads the same)."""
+    root = tmp_path / "root"
+    shutil.copytree(small_root, root)
+    shard = lookup_seq(root, "small", 3).stages[1].detail["shard"]
+    path = root / "runs/small/write" / shard
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    done = seqline("lookup", "small", "3", "--root", str(root))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    rows = {p.stage: p for p in lookup_seq(root, "small", 3).stages}
+    assert not rows["write"].found and rows["write"].detail["fate"] == "unreadable"
+    assert rows["write"].line.startswith(f"{shard} cannot be read (")
+    assert rows["read"].found and rows["evens"].detail["fate"] == "filtered"
+    assert rows["write"].line.split(" (")[0] in " ".join(done.stdout.split())
