@@ -104,6 +104,10 @@ def reraise_if_debug() -> None:
         raise current
 
 
+# The options of `seqline` itself (cli/main.py), which come before the command.
+GLOBAL_OPTIONS = {"-q", "--quiet", "-v", "--verbose", "--debug"}
+
+
 def usage_line(exc: Exception) -> str:
     """A usage error of click (a bad option value, a missing argument, an unknown command) as
     the one line every seqline error is, `<what>; <how to fix>`, without click's three-line
@@ -125,6 +129,11 @@ def usage_line(exc: Exception) -> str:
     what = re.sub(r"\. Did you mean", "; did you mean", what.strip().rstrip("."))
     context = getattr(exc, "ctx", None)
     command = context.command_path if context is not None else "seqline"
+    option = getattr(exc, "option_name", None)
+    if option in GLOBAL_OPTIONS and command != "seqline":  # `seqline run x.yaml -q`
+        after = command.removeprefix("seqline ")
+        return (f"no such option: {option}; it is seqline's own option, given before the "
+                f"command: `seqline {option} {after} …`")
     return f"{what[:1].lower()}{what[1:]}; see `{command} --help`"
 
 

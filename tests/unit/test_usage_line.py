@@ -20,6 +20,10 @@ from seqline.orchestration.cli.options import usage_line
      "--help`"),
     (["runs", "list", "--bogus"], "no such option: --bogus; see `seqline runs list --help`"),
     (["runs", "show"], "missing argument 'run_id'; see `seqline runs show --help`"),
+    (["run", "p.yaml", "--run-id", "one", "-q"], "no such option: -q; it is seqline's own "
+     "option, given before the command: `seqline -q run …`"),
+    (["runs", "list", "--debug"], "no such option: --debug; it is seqline's own option, given "
+     "before the command: `seqline --debug runs list …`"),
     (["runs", "lst"], "no such command 'lst'; did you mean 'list'?; see `seqline runs --help`"),
 ])
 def test_usage_line_rewords_clicks_usage_errors(args, line):
