@@ -95,7 +95,9 @@ class BeamRunner(Runner):
             raise ConfigError(
                 "runner beam: a Beam runner other than the FnApiRunner needs a location that "
                 "its workers and this driver both reach, for the blocks and their results. "
-                "Pass --temp_location=<URL> in the Beam options (gs://…, s3://…, hdfs://…).")
+                "Give it as Beam's temp_location: `--beam-option temp_location=URL` on the "
+                "command line, `--temp_location=URL` among the options in Python (gs://…, "
+                "s3://…, hdfs://…).")
         self._work: set[str] = set()  # the stages' scratch folders, while they run
         self._jobs: set[str] = set()  # the keys of the jobs running (beam_workers.environment)
         self._aborted = False

@@ -122,7 +122,8 @@ PATHS = [
      r"--beam-option 'FlinkRunner': expected KEY=VALUE"),
     ("another Beam runner without a temp_location", GOOD, {},
      _run("--runner", "beam", "--beam-option", "runner=FlinkRunner"), 2,
-     r"needs a location that its workers and this driver both reach.*--temp_location"),
+     r"needs a location that its workers and this driver both reach.*`--beam-option "
+     r"temp_location=URL` on the command line"),
 ]
 
 
