@@ -78,5 +78,5 @@ def read_fed_shard(feed: ShardFeed, shard: dict[str, Any], take: bool = False
         return decode(data, feed.schema())
     except (CorruptRecord, OSError) as exc:
         raise StageError(f"stored records of stage {feed.stage!r} are unreadable: {exc}. "
-                         "`seqline verify` checks the whole run; rerun the stage that wrote "
-                         "them.", stage=feed.stage) from exc
+                         "`seqline verify` checks the whole run, and `seqline run … --resume "
+                         "--run-id ID` writes a damaged stage again.", stage=feed.stage) from exc
