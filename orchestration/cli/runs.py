@@ -208,6 +208,8 @@ def _run_fields(run: dict[str, Any]) -> list[tuple[str, object]]:
     is in `--json` and on the dashboard's stage page)."""
     fields: list[tuple[str, object]] = [(name, _text(run[name])) for name in (
         "run_id", "pipeline", "status", "trigger", "runner", "started", "finished")]
+    if run.get("resumed"):  # its seconds are its attempts', without the pause between them
+        fields.append(("resumed", _text(run["resumed"])))
     fields += [("seconds", format_seconds(run["seconds"])),
                *((name, _text(run[name])) for name in ("host", "pid", "seqline_version"))]
     fields.append(("options", json.dumps(run["options"], sort_keys=True)))

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from seqline.orchestration.plan import KEPT
 from seqline.orchestration.store.statuses import RAN
 
 __all__ = ["NARROW", "RAN", "STATES", "WIDE", "Layout", "bottleneck", "timeline", "wait_spans"]
@@ -51,6 +52,9 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]],
              layout: Layout = WIDE) -> dict[str, Any]:
     """Bars, waits and notes for the run page's SVG, in viewBox units of `layout`.
 
+    A resumed run's timeline is its last attempt's, from when it was resumed; the stages the
+    earlier attempt committed are marks there, as reused ones.
+
     A stage that ran is a `working` bar from its start to its end, with the seconds it waited
     on input or on output drawn over it (`wait_spans`); a cancelled one too, for the time it
     ran, with its reason beside it ("stopped after 1.20 s: …"); a reused stage is a `reused`
@@ -89,6 +93,8 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]],
                                "bar": None, "waits": [], "note": None,
                                "because": not_run.get("because")}
         state = _state(stage["status"], ended)
+        if run.get("resumed") and stage.get("reason") == KEPT:
+            state = "reused"  # committed by the earlier attempt: a mark, as a reused stage
         if state == "reused":
             t0 = t1 = stage["t1"] or stage["t0"]  # now-seconds, about 0: a mark
         # a skipped stage did nothing: no bar, even where its thread started and waited
@@ -275,15 +281,16 @@ def bottleneck(stages: list[dict[str, Any]]) -> dict[str, Any] | None:
 
     In an assembly line every stage lasts about as long as the line; the slowest one is the
     stage that waited least, so busy time = seconds − waited on input − waited on output.
-    Only stages that ran in this run count (not reused, skipped or pending ones), and only
-    with some busy time: "slowest: x (busy 0.00 s of 0.00 s)" names nothing.
+    Only stages that ran in this run count (not reused, skipped or pending ones, nor those a
+    resumed run kept from its earlier attempt), and only with some busy time: "slowest: x
+    (busy 0.00 s of 0.00 s)" names nothing.
 
     Returns:
         {"name", "busy", "seconds"} or None when no stage ran long enough to compare.
     """
     best = None
     for s in stages:
-        if s["status"] not in RAN or s["seconds"] is None:
+        if s["status"] not in RAN or s["seconds"] is None or s.get("reason") == KEPT:
             continue
         busy = s["seconds"] - (s["waited_input"] or 0) - (s["waited_output"] or 0)
         # busy enough to read as more than "0.00 s" (a 3 ms read failing on its first block)

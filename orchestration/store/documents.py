@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from seqline.orchestration.store.rows import iso
-from seqline.orchestration.store.statuses import COMMITTED
+from seqline.orchestration.store.statuses import COMMITTED, RunStatus
 from seqline.orchestration.store.tables import (
     COUNTS,
     artifacts,
@@ -23,8 +23,8 @@ from seqline.orchestration.store.tables import (
     stage_runs,
 )
 
-__all__ = ["cached_stage", "key_parts_of", "last_stage_run", "run_detail", "run_events",
-           "run_summary"]
+__all__ = ["cached_stage", "key_parts_of", "last_stage_run", "ran_seconds", "run_detail",
+           "run_events", "run_summary"]
 
 
 def run_summary(row: Row[Any]) -> dict[str, Any]:
@@ -34,7 +34,8 @@ def run_summary(row: Row[Any]) -> dict[str, Any]:
         row: a row of `runs`.
 
     Returns:
-        run_id, pipeline, status, runner, trigger, started, finished, seconds, host, error.
+        run_id, pipeline, status, runner, trigger, started, finished, seconds (see
+        ran_seconds), resumed (when it was last resumed, or None), host, error.
     """
     ended = row.finished
     return {
@@ -45,10 +46,21 @@ def run_summary(row: Row[Any]) -> dict[str, Any]:
         "trigger": row.trigger,
         "started": iso(row.started),
         "finished": iso(ended),
-        "seconds": round((ended - row.started).total_seconds(), 3) if ended else None,
+        "seconds": round(ran_seconds(row), 3) if ended else None,
+        "resumed": iso(row.resumed),
         "host": row.host,
         "error": row.error_message,
     }
+
+
+def ran_seconds(row: Row[Any]) -> float:
+    """The seconds an ended run ran: its attempts', without the pauses between them (a run
+    failed on a typo and resumed an hour later ran for seconds, not an hour). An attempt
+    whose driver died ran until its last heartbeat, not until the reaper noticed."""
+    start = row.resumed or row.started
+    end = row.finished if row.status != RunStatus.interrupted else None
+    end = end or row.heartbeat or start  # (still running: until its newest heartbeat)
+    return (row.earlier_seconds or 0.0) + max((end - start).total_seconds(), 0.0)
 
 
 def run_detail(conn: Connection, run_id: str) -> dict[str, Any] | None:

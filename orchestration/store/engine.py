@@ -29,7 +29,7 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "head"
 # The newest revision in migrations/versions (a test checks it): a store already there opens
 # without importing Alembic, which costs more than the whole `runs list` query.
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009"
 # Another process may hold the write lock (a run committing a stage, a migration): wait this
 # long before failing. 30 s outlasts any write the store makes, which are all short.
 BUSY_TIMEOUT_MS = 30_000

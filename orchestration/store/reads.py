@@ -203,7 +203,7 @@ class RunReader:
                 stage_runs.c.id, stage_runs.c.started, stage_runs.c.finished)
                 .where(stage_runs.c.run_id == run_id))}
         shown = shown_status(row.status, row.heartbeat, row.started, row.host, row.pid)
-        detail["t0"] = row.started.timestamp()
+        detail["t0"] = (row.resumed or row.started).timestamp()  # the attempt shown
         detail["t1"] = row.finished.timestamp() if row.finished else None
         for stage in detail["stages"]:
             exact = times[stage["stage_run_id"]]

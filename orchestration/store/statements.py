@@ -48,7 +48,7 @@ def _stamp() -> tuple[Any, Any]:
 # which a list of runs never shows. A page of 50 reads 4x fewer bytes a row.
 LISTED = (runs.c.run_id, runs.c.pipeline, runs.c.status, runs.c.runner, runs.c.trigger,
           runs.c.started, runs.c.finished, runs.c.heartbeat, runs.c.host, runs.c.pid,
-          runs.c.error_message)
+          runs.c.error_message, runs.c.resumed, runs.c.earlier_seconds)
 
 
 def before_in_pipeline(run_id: BindParameter[str]) -> Select[Any]:

@@ -147,6 +147,10 @@ runs = Table(
     Column("host", String(255)),
     Column("pid", Integer),
     Column("seqline_version", String(50)),
+    # Revision 9: a resumed run's seconds count its attempts, not the pause between them:
+    # when it was last resumed, and the seconds its attempts before that ran.
+    Column("resumed", UTCDateTime),
+    Column("earlier_seconds", Float),
     _one_of("runs", "status", RUN_STATUSES),
     _one_of("runs", "trigger", TRIGGERS),
     # Revision 2: `runs list` filters by pipeline or status, newest first; the reaper scans

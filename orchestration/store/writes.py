@@ -10,6 +10,7 @@ from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 import seqline
+from seqline.orchestration.store.documents import ran_seconds
 from seqline.orchestration.store.engine import writing
 from seqline.orchestration.store.errors import RunIdTaken, RunNotFound
 from seqline.orchestration.store.liveness import HOST, STALE_AFTER_S, reap
@@ -101,12 +102,15 @@ class RunWriter:
         """
         beat = now()
         with writing(self.engine) as conn:
-            done = conn.execute(update(runs).where(runs.c.run_id == run_id).values(
+            before = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
+            if before is None:
+                raise RunNotFound(run_id, f"to resume in the run store at {self.url}")
+            # the attempts so far ran this long; the pause until now is no run's time
+            ran = ran_seconds(before)
+            conn.execute(update(runs).where(runs.c.run_id == run_id).values(
                 status=RunStatus.running, trigger="resume", finished=None, heartbeat=beat,
                 host=HOST, pid=os.getpid(), error_stage=None, error_seq=None,
-                error_message=None, error_traceback=None))
-        if done.rowcount == 0:
-            raise RunNotFound(run_id, f"to resume in the run store at {self.url}")
+                error_message=None, error_traceback=None, resumed=beat, earlier_seconds=ran))
 
     def heartbeat(self, run_id: str) -> None:
         """Say the run's driver is alive (call it every few seconds, well under 30 s).

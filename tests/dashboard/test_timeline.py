@@ -14,6 +14,7 @@ from seqline.orchestration.dashboard.timeline import (
     timeline,
     wait_spans,
 )
+from seqline.orchestration.plan import KEPT
 
 T0 = 1_000.0
 
@@ -192,3 +193,19 @@ def test_thinned_samples_keep_the_peaks(monkeypatch):
     assert len(shown["t"]) == 10 and shown["t"][-1] == 39.0
     assert max(shown["in_flight"]) == 6 and max(shown["reorder_held"]) == 4
     assert shown["watermark"][-1] == 390 and shown["blocker_seq"] == [None] * 10
+
+
+def test_a_resumed_runs_timeline_is_its_last_attempt_with_the_kept_stages_as_marks():
+    """Failed at 10 s, resumed an hour later: the timeline shows the hour's last attempt,
+    not 3,600 s of nothing; what the earlier attempt committed is a mark with its reason,
+    and not the run's slowest stage."""
+    resumed = T0 + 3_600
+    stages = [_stage("read", reason=KEPT, seconds=8.0),
+              _stage("work", t0=resumed, t1=resumed + 2, seconds=2.0)]
+    run = _run(stages) | {"t0": resumed, "t1": resumed + 2, "resumed": "(an iso time)"}
+    drawn = timeline(run, {})
+    rows = {r["name"]: r for r in drawn["rows"]}
+    assert drawn["span"] == pytest.approx(2.0)
+    assert rows["read"]["bar"]["state"] == "reused" and rows["read"]["note"]["text"] == KEPT
+    assert rows["work"]["bar"]["state"] == "working" and rows["work"]["bar"]["seconds"] == 2.0
+    assert bottleneck(stages)["name"] == "work"  # (read's 8 s were the earlier attempt's)

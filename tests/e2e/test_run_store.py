@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,28 @@ def test_a_recorded_run_without_its_folder_is_resumed_afresh(folder):
     assert (shown["status"], shown["trigger"]) == ("succeeded", "resume")
     unknown = _seqline(folder, "run", str(folder / "quick.yaml"), "--run-id", "r2", "--resume")
     assert unknown.returncode == 2 and "no run 'r2' to resume" in unknown.stderr
+
+
+@pytest.mark.e2e
+def test_a_resumed_runs_seconds_are_its_attempts_without_the_pause(folder):
+    """A run failed, then fixed and resumed after a pause: its seconds count the two
+    attempts, not the pause (a typo fixed an hour later made an hour-long run), on every
+    surface; when it was resumed is said beside them."""
+    (folder / "boom.yaml").write_text(QUICK.replace('"latency:skewed", fn_kwargs: {base_ms: 1, '
+                                                    'slow_every: 1000}', '"latency:boom_at"'))
+    failed = _seqline(folder, "run", str(folder / "boom.yaml"), "--run-id", "r")
+    assert failed.returncode == 1, failed.stderr
+    time.sleep(4)  # the pause: a person fixing the function
+    (folder / "boom.yaml").write_text(QUICK)
+    done = _seqline(folder, "run", str(folder / "boom.yaml"), "--run-id", "r", "--resume")
+    assert done.returncode == 0, done.stderr
+    run = _show(folder, "r")
+    span = (datetime.fromisoformat(run["finished"]) -
+            datetime.fromisoformat(run["started"])).total_seconds()
+    assert run["resumed"] is not None and run["seconds"] < span - 3, (run["seconds"], span)
+    assert run["seconds"] >= sum(s["seconds"] for s in run["stages"] if s["seconds"]) - 0.5
+    assert f"stages ({run['seconds']:.2f} s)" in done.stdout  # the terminal says the same
+    shown = _seqline(folder, "runs", "show", "r").stdout
+    assert re.search(r"^resumed +\S", shown, re.M) and f"{run['seconds']:.2f}" in shown
+    listed = json.loads(_seqline(folder, "runs", "list", "--json").stdout)
+    assert [(r["seconds"], r["resumed"]) for r in listed] == [(run["seconds"], run["resumed"])]

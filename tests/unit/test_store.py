@@ -335,7 +335,7 @@ class TestStoreContract:
         store.close()
         assert (now["status"], now["seconds"], now["records_in"]) == ("cancelled", 1.2, 40)
         engine = make_engine(store_url)
-        assert current_revision(engine) == HEAD_REVISION == "0008"
+        assert current_revision(engine) == HEAD_REVISION == "0009"
         with engine.connect() as conn:  # the migration and tables.py still describe one schema
             assert compare_metadata(MigrationContext.configure(conn), metadata) == []
             if conn.dialect.name == "sqlite":  # its foreign keys on again, none dangling
