@@ -212,7 +212,7 @@ def _shard_place(m: dict[str, Any], shard: dict[str, Any], offsets: np.ndarray) 
     first = int(offsets[0])
     more = f"; {len(offsets)} records (exploded) from offset {first}" if len(offsets) > 1 else ""
     text = (f"{shard['path']}, record {first} (0-based; the shard holds seq "
-            f"{shard['seq_first']}-{shard['seq_last']}){more}")
+            f"{shard['seq_first']:,}-{shard['seq_last']:,}){more}")
     return _place_of(m, True, text, shard=shard["path"], offset=first,
                      records=len(offsets), shard_seq_first=shard["seq_first"],
                      shard_seq_last=shard["seq_last"])
@@ -257,7 +257,7 @@ def _in_batches(m: dict[str, Any], seq: int, train: dict[str, Any]) -> StagePlac
         return _place_of(m, False, _why_no_batch(m, seq, first), fate="no_batch")
     batch = first["batches"][i]
     n = len(first["batches"])
-    return _place_of(m, True, f"training batch {i} (seq {batch['first']}-{batch['last']}) of "
+    return _place_of(m, True, f"training batch {i} (seq {batch['first']:,}-{batch['last']:,}) of "
                      f"{n} per epoch", batch=i, batch_seq_first=batch["first"],
                      batch_seq_last=batch["last"], batches_per_epoch=n)
 
@@ -267,12 +267,12 @@ def _why_no_batch(m: dict[str, Any], seq: int, epoch: dict[str, Any]) -> str:
     last = batches[-1]["last"] if batches else None
     plan = m.get("plan") or {}
     if last is not None and seq > last and plan.get("split", "tail") == "tail":
-        return (f"in no training batch: after the last trained seq {last}, in the eval split "
+        return (f"in no training batch: after the last trained seq {last:,}, in the eval split "
                 f"(the last {plan.get('eval_fraction', 0):.0%} of the records) or its windows' "
                 "inputs")
     if plan.get("window") and batches and seq < batches[0]["first"]:
         return (f"in no batch as an example: an example's seq is its label's, and the first "
-                f"is {batches[0]['first']}; seq {seq} is only a window input")
+                f"is {batches[0]['first']:,}; seq {seq:,} is only a window input")
     return "in no training batch (eval split, a window input only, or dropped)"
 
 
@@ -289,7 +289,8 @@ def _in_steps(m: dict[str, Any], seq: int) -> StagePlace:
         return _place_of(m, False, "no training step consumed it", fate="not_trained")
     per_epoch = len(m["epochs"][0].get("batches") or [])
     shown = ", ".join(f"{s} (epoch {e})" for e, s in steps[:5])
-    more = f", … ({len(steps)} epochs)" if len(steps) > 5 else ""
+    more = f", … ({len(steps)} in all)" if len(steps) > 5 else ""
+    epochs = len(m["epochs"])
     return _place_of(m, True, f"step {shown}{more}; one step per batch, {per_epoch} steps per "
-                     f"epoch, {len(m['epochs'])} epoch(s)", steps=[s for _, s in steps],
+                     f"epoch, {epochs} epoch{'s' * (epochs != 1)}", steps=[s for _, s in steps],
                      epochs=[e for e, _ in steps], steps_per_epoch=per_epoch)
