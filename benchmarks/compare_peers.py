@@ -72,7 +72,9 @@ def ray_data(args) -> None:
     import ray
 
     start = time.perf_counter()
-    ray.init(num_cpus=args.workers, include_dashboard=False, logging_level="ERROR",
+    # a Ray of its own ("local"), not a cluster that `ray start` left on the machine
+    ray.init(address="local", num_cpus=args.workers, include_dashboard=False,
+             logging_level="ERROR",
              log_to_driver=False)
     init = time.perf_counter() - start
     ctx = ray.data.DataContext.get_current()

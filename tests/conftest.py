@@ -26,17 +26,21 @@ RUNNER_CASES = {
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """One local Ray for the whole session (starting Ray takes seconds): 2 CPUs, as the box."""
+    """One local Ray for the whole session (starting Ray takes seconds): 2 CPUs, as the box.
+    Its own (address "local"), never a cluster `ray start` left on the machine: ray.init()
+    joins the one its /tmp/ray/ray_current_cluster names, even a stale one."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
         try:
-            ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+            ray.init(address="local", num_cpus=2, include_dashboard=False,
+                     logging_level="WARNING")
         except Exception:  # noqa: BLE001 - Ray raises a bare Exception for this
             # Ray gives its raylet 30 s to register (a constant in ray/_private/node.py): on
             # 2 cores at a load average of 7 it once did not, and every Ray test of that
             # worker failed at set-up. Once more, from scratch, before giving up.
             ray.shutdown()
-            ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+            ray.init(address="local", num_cpus=2, include_dashboard=False,
+                     logging_level="WARNING")
     yield ray
     ray.shutdown()
 
