@@ -8,6 +8,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -50,11 +51,6 @@ PATHS = [
     ("bad parameter", GOOD.replace("block_records: 4", "block_record: 4"), {}, _run(), 2,
      r"stage 'read' \(line 3\), parameter block_record \(line 5\): unknown parameter\. Did you "
      r"mean 'block_records'\?"),
-    # (port 1: nothing listens there) Ray itself would try it for as long as it is left to
-    ("a Ray cluster that is not there", GOOD, {},
-     _run("--runner", "ray", "--ray-address", "127.0.0.1:1"), 1,
-     r"Run failed: Ray did not start: the cluster at 127\.0\.0\.1:1 cannot be reached "
-     r"\(Connection refused\)\. Check that it is up"),
     ("bad parameter type", GOOD.replace("block_records: 4", "block_records: many"), {},
      _run(), 2, r"parameter block_records \(line 5\): expected a valid integer, found 'many'"),
     ("schema given as a list", GOOD.replace("block_records: 4", "schema: [x, y]"), {}, _run(),
@@ -160,6 +156,21 @@ def test_error_path_exits_with_its_code_and_message_and_no_traceback(folder, tex
     assert result.exit_code == code, result.output
     assert re.search(message, " ".join(result.output.split())), result.output
     assert "Traceback" not in result.output
+
+
+def test_a_ray_cluster_that_is_not_there_fails_the_run_in_one_line_at_once(folder):
+    """Ray itself tries a wrong address for as long as it is left to. (A process of its own:
+    a test worker whose session Ray is up would run on that one.) Port 1: nothing listens."""
+    _prepare(folder, GOOD, {})
+    started = time.monotonic()
+    done = commands.seqline(*_run("--runner", "ray", "--ray-address", "127.0.0.1:1"),
+                            cwd=folder, timeout=120)
+    assert done.returncode == 1 and time.monotonic() - started < 30, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "Run failed: Ray did not start: the cluster at 127.0.0.1:1 cannot be reached "
+        "(Connection refused). Check that it is up and that its address and port are right "
+        "(`ray status` on its head), then finish the run with `seqline run … --resume "
+        "--run-id ID`."], done.stderr
 
 
 def test_configuration_errors_are_found_before_anything_runs(folder):
