@@ -104,10 +104,6 @@ def reraise_if_debug() -> None:
         raise current
 
 
-# The options of `seqline` itself (cli/main.py), which come before the command.
-GLOBAL_OPTIONS = {"-q", "--quiet", "-v", "--verbose", "--debug"}
-
-
 def usage_line(exc: Exception) -> str:
     """A usage error of click (a bad option value, a missing argument, an unknown command) as
     the one line every seqline error is, `<what>; <how to fix>`, without click's three-line
@@ -130,7 +126,8 @@ def usage_line(exc: Exception) -> str:
     context = getattr(exc, "ctx", None)
     command = context.command_path if context is not None else "seqline"
     option = getattr(exc, "option_name", None)
-    if option in GLOBAL_OPTIONS and command != "seqline":  # `seqline run x.yaml -q`
+    own = {o for p in context.find_root().command.params for o in p.opts} if context else set()
+    if option in own and command != "seqline":  # `seqline run x.yaml -q`: seqline's own
         after = command.removeprefix("seqline ")
         return (f"no such option: {option}; it is seqline's own option, given before the "
                 f"command: `seqline {option} {after} …`")

@@ -37,6 +37,8 @@ KEPT_TASKS = 16
 ABORT_POLL_SECONDS = 0.25  # how often a wait for blocks checks whether the run was cancelled
 # How long a cluster's address may take to accept a connection before it is said unreachable.
 PROBE_SECONDS = 10.0
+# How every "Ray did not start" line ends.
+FINISH = "then finish the run with `seqline run … --resume --run-id ID`."
 
 
 class RayNotStarted(SeqlineError):
@@ -62,14 +64,13 @@ class RayNotStarted(SeqlineError):
             return cls(f"Ray did not start: {disk_full_message(full, session or '.')}")
         lines = str(error).strip().splitlines()
         what = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
-        finish = "then finish the run with `seqline run … --resume --run-id ID`."
         if session is None:  # a cluster's: --ray-address or $RAY_ADDRESS (it answered)
             token = "" if os.environ.get("RAY_AUTH_MODE") else (
                 "; a cluster started with token authentication needs RAY_AUTH_MODE=token "
                 "(and its token) here too")
             return cls(f"Ray did not start: {what} (the cluster at "
                        f"{address or os.environ.get('RAY_ADDRESS')}, whose port answers, did "
-                       f"not let this driver join{token}). Check how it was started, {finish}")
+                       f"not let this driver join{token}). Check how it was started, {FINISH}")
         try:
             free = shutil.disk_usage(session).free / 2**20
         except OSError:
@@ -78,7 +79,7 @@ class RayNotStarted(SeqlineError):
                "TMPDIR to a folder with room" if free < RAY_MIN_FREE_MIB else
                "the machine may have been too loaded for Ray to start in time (set "
                "RAY_gcs_server_port_wait_time_s to wait longer)")
-        return cls(f"Ray did not start: {what}; {why}, {finish}")
+        return cls(f"Ray did not start: {what}; {why}, {FINISH}")
 
 
 def _unreachable(address: str) -> str | None:
@@ -148,8 +149,7 @@ class RayRunner(Runner):
                 raise RayNotStarted(f"Ray did not start: the cluster at {cluster} cannot be "
                                     f"reached ({unreachable}). Check that it is up and that "
                                     "its address and port are right (`ray status` on its "
-                                    "head), then finish the run with `seqline run … --resume "
-                                    "--run-id ID`.")
+                                    f"head), {FINISH}")
             try:
                 ray.init(address=address, num_cpus=None if address else workers,
                          include_dashboard=False,

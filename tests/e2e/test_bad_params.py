@@ -164,13 +164,3 @@ def test_training_on_workers_off_ray_exits_2_before_any_stage_runs(folder):
                             r"1\.\n", result.output), result.output
     assert not (folder / "root" / "runs" / "w").exists()  # no stage ran
 
-
-def test_workers_and_cpu_replicas_together_exit_2_as_the_pipeline_loads(folder):
-    text = yaml.safe_dump(_pipeline("model", {"workers": 2, "cpu_replicas": 2}),
-                          sort_keys=False)
-    (folder / "p.yaml").write_text(text)
-    result = CliRunner().invoke(app, ["run", str(folder / "p.yaml"), "--root",
-                                      str(folder / "root"), "--runner", "ray"])
-    assert result.exit_code == 2, result.output
-    assert "set workers or cpu_replicas, not both" in result.output
-    assert not (folder / "root").exists()

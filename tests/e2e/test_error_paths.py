@@ -60,6 +60,13 @@ PATHS = [
      {"feat.py": FEATURES}, _run(), 2,
      r"stage 'evaluation' \(line 17\), parameter thresholds \(line 19\): expected a valid "
      r"dictionary, found 'mae < 3'\."),
+    ("training on workers and on CPU replicas at once",
+     GOOD.replace('"latency:double"', '"feat:add"') + EVALUATE.replace(
+         "epochs: 1}", "epochs: 1, workers: 2, cpu_replicas: 2}").replace(
+         'thresholds: "mae < 3"', "thresholds: {mae: {max: 3}}"),
+     {"feat.py": FEATURES}, _run("--runner", "ray"), 2,
+     r"stage 'model' \(line 14 of the pipeline file\): set workers or cpu_replicas, not "
+     r"both \(each worker is one replica\)\."),
     ("module with a SyntaxError", GOOD.replace("latency:double", "feat:add"),
      {"feat.py": "def add(batch)\n    return batch\n"}, _run(), 2,
      r"stage 'features' \(line 6 of the pipeline file\): "
