@@ -37,6 +37,7 @@ KEPT_TASKS = 16
 ABORT_POLL_SECONDS = 0.25  # how often a wait for blocks checks whether the run was cancelled
 # How long a cluster's address may take to accept a connection before it is said unreachable.
 PROBE_SECONDS = 10.0
+PRELOAD_SECONDS = 10.0  # the longest a run waits for its workers' imports before its stages
 # How every "Ray did not start" line ends.
 FINISH = "then finish the run with `seqline run … --resume --run-id ID`."
 
@@ -180,10 +181,14 @@ class RayRunner(Runner):
         # never an exception, so it is not retried. A block is released in its place as ever.
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_run)
         # Each worker imports what a block needs (tfx-bsl's coders, seqline's components:
-        # ~0.7 s of CPU) now, while the driver goes on, not in its first block: as the local
-        # runner's fork server preloads them (runners/forked.py).
+        # ~0.7 s of CPU) before the first stage starts, not in its first block: as the local
+        # and Beam runners' workers fork from a server that imported them (runners/forked.py).
+        # A stage's seconds are then its work on every runner, not Ray's start-up (row 6 of
+        # benchmarks/RESULTS.md: the second worker's imports were a quarter of its stage).
+        # Bounded: on a busy cluster the tasks may queue, and blocks can wait for workers.
         preload = ray.remote(num_cpus=1)(_preload)
-        self._preloaded = [preload.remote(PRELOAD) for _ in range(workers)]
+        ray.wait([preload.remote(PRELOAD) for _ in range(workers)], num_returns=workers,
+                 timeout=PRELOAD_SECONDS)
         # Each task put in the object store once, not once per block; the task is kept with
         # its ref, so that its id is not reused by another task while the entry stands.
         self._task_refs: dict[int, tuple[MapTask, Any]] = {}

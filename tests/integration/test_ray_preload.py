@@ -1,6 +1,6 @@
-"""A Ray runner's workers import what a block needs as the runner starts (tfx-bsl's coders,
-seqline's components: ~0.7 s of CPU each), as the local runner's fork server preloads them,
-instead of in their first block."""
+"""A Ray runner's workers have imported what a block needs once the runner has started
+(tfx-bsl's coders, seqline's components: ~0.7 s of CPU each), as the local runner's fork
+server preloads them: not in their first block, inside the first stage's seconds."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ import sys
 import pytest
 
 pytestmark = pytest.mark.integration
-# A Ray of its own, one worker: what that worker has imported once the runner's preload is
-# done, asked by a task defined here (shipped by value: it imports nothing of seqline).
+# A Ray of its own, one worker: what that worker has imported as soon as the runner is made,
+# asked by a task defined here (shipped by value: it imports nothing of seqline).
 DRIVER = """\
 import sys
 import ray
 from seqline.orchestration.runners.ray import RayRunner
 runner = RayRunner(workers=1)
-ray.get(getattr(runner, "_preloaded", []))  # (none before it preloaded)
 @ray.remote(num_cpus=1)
 def loaded():
     wanted = ("tfx_bsl.coders.example_coder", "seqline.components", "seqline.pipeline.tasks")
