@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import sys
 import uuid
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -22,6 +24,7 @@ _REMOVE_TRIES = 5
 # fsyncs in flight at a commit: the filesystem's journal commits concurrent ones together
 # (300 shards: ~80 ms one by one, ~25 ms 16 at a time).
 _SYNCS = 16
+_SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writing the dirty pages, do not wait
 
 
 class LocalStorage:
@@ -53,9 +56,11 @@ class LocalStorage:
         try:
             with open(partial, "wb") as f:
                 f.write(data.encode() if isinstance(data, str) else data)
+                f.flush()
                 if durable:
-                    f.flush()
                     os.fsync(f.fileno())
+                else:  # durable at the commit (make_durable), which then waits less
+                    _start_write_back(f.fileno())
             os.replace(partial, path)
         except OSError as exc:
             partial.unlink(missing_ok=True)
@@ -129,6 +134,34 @@ class LocalStorage:
         work = _attempt(on_this_disk(target))
         shutil.copytree(on_this_disk(source), work, copy_function=_link_or_copy)
         self.commit_stage(work, target)
+
+
+def _start_write_back(fd: int) -> None:
+    """Have the kernel start writing the file's pages to disk now, without waiting for them
+    (Linux's sync_file_range with SYNC_FILE_RANGE_WRITE; elsewhere nothing).
+
+    A stage's shards are fsynced at its commit (decisions/0064). Left dirty until then, a
+    stage that wrote 220 MB waited 85 ms for the disk at its commit; written back as they
+    are written, the commit's fsyncs took 6-8 ms. Unlike an fsync, the writer neither waits
+    for the pages nor commits the filesystem's journal (what stalled workers before). Advisory:
+    its result is ignored; the commit's fsync is what vouches for the file.
+    """
+    call = _sync_file_range()
+    if call is not None:
+        call(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+
+
+@functools.cache
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes  # (only here: no binding in `os`)
+
+    found = getattr(ctypes.CDLL(None, use_errno=True), "sync_file_range", None)
+    if found is not None:
+        found.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+        found.restype = ctypes.c_int
+    return found
 
 
 def _fsync(path: Path) -> None:

@@ -22,7 +22,7 @@ from seqline.components.ingest.ranges import (
     read_parts,
     schema_mismatch,
 )
-from seqline.components.ingest.readers import Part, Source
+from seqline.components.ingest.readers import Part, Source, first_part_schema
 from seqline.pipeline.blocks import SEQ, recut, seq_of, with_seq
 from seqline.pipeline.deadletters import DeadLetter
 from seqline.pipeline.errors import ConfigError
@@ -186,6 +186,11 @@ class _DriverReader:
 
     def first_schema_of(self, sources: list[Source]) -> pa.Schema | None:
         """The schema driver ingest would fix: its first non-empty part's (read, not kept)."""
+        if self.stage.params.format == "tfrecord" and sources:
+            known = first_part_schema(sources[0], self.types)
+            if known is not None:
+                self._check_schema(sources[0], known)
+                return self.first_schema
         for source in sources:
             for part in self._parts(source):
                 if part.batch.num_rows:

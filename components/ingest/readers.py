@@ -30,7 +30,7 @@ import pyarrow.json as pajson
 
 from seqline.pipeline import tfrecord
 
-__all__ = ["BadRecord", "Part", "Source", "read_source"]
+__all__ = ["BadRecord", "Part", "Source", "first_part_schema", "read_source"]
 
 # 4,096 lines per careful chunk: a clean chunk costs one Arrow parse; a chunk with a bad line
 # costs about 2 x log2(4096) = 24 small parses more.
@@ -352,11 +352,42 @@ def _infer_example_schema(records: list[bytes], name: str) -> pa.Schema:
             raise tfrecord.CorruptRecord(
                 f"{name}: the first records are not tf.train.Example: {exc}") from exc
         raw = decoder.DecodeBatch(examples)
+    return _schema_of(raw)
+
+
+def first_part_schema(source: Source, types: dict[str, pa.DataType]) -> pa.Schema | None:
+    """The schema of a TFRecord file's first part, from its first records alone, where they
+    settle it: every one is an Example (so each decodes under the schema they give, and the
+    part has records) and no type is declared (which could refuse them all). None where they
+    do not; then only reading the part tells.
+
+    Decoding the whole part to learn its schema cost the driver, before any worker could
+    start, 20 ms of decoding and pandas' import (0.16 s: pyarrow imports pandas as it first
+    converts a NumPy array): benchmarks/WHERE_TIME_GOES.md, round 9.
+    """
+    if types:
+        return None
+    from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
+
+    gzip = source.compression == "gzip"
+    try:
+        with source.open(decompress=not gzip) as f:
+            records = next(tfrecord.iter_record_chunks(f, source.name), None)
+        if records is None:
+            return None
+        return _schema_of(ExamplesToRecordBatchDecoder().DecodeBatch(records.as_list(4096)))
+    except (tfrecord.CorruptRecord, RuntimeError, OSError):
+        return None  # (reading the part says what is wrong, as it always has)
+
+
+def _schema_of(raw: pa.RecordBatch) -> pa.Schema:
+    """tfx-bsl's untyped decoding as columns: lists of one value in every record are scalars."""
     fields = []
     for name, col in zip(raw.schema.names, raw.columns, strict=True):
         inner = pa.binary() if pa.types.is_large_binary(col.type.value_type) \
             else col.type.value_type
-        lengths = pa.compute.list_value_length(col).fill_null(1)
-        scalar = pa.compute.all(pa.compute.equal(lengths, 1)).as_py()
+        # (no Python value given to Arrow: that would import pandas, see first_part_schema)
+        lengths = pa.compute.min_max(pa.compute.list_value_length(col)).as_py()
+        scalar = lengths["min"] in (None, 1) and lengths["max"] in (None, 1)  # None: absent
         fields.append(pa.field(name, inner if scalar else pa.large_list(inner)))
     return pa.schema(fields)

@@ -33,10 +33,11 @@ __all__ = ["BEAM_PRELOAD", "PRELOAD", "WorkerContext", "exit_with", "server_pid"
 # take about 1 s and 230 MB to import) instead of importing them on its first block. pandas
 # too, where installed: pyarrow imports it the first time it converts a NumPy array
 # (`pa.array(np_array)` checks for pandas' categoricals), which most user functions do, and
-# that cost 0.2 s of CPU in each worker's first block.
+# that cost 0.2 s of CPU in each worker's first block. fsspec's utils: a worker reading a
+# range asks them what a file is compressed with (30 ms in its first range).
 PRELOAD = ["seqline.pipeline.tasks", "pyarrow", "seqline.pipeline.tfrecord",
            "tfx_bsl.coders.example_coder", "seqline.orchestration.runners.local_worker",
-           "seqline.components", *(["pandas"] if find_spec("pandas") else [])]
+           "seqline.components", "fsspec.utils", *(["pandas"] if find_spec("pandas") else [])]
 # Beam's SDK workers' (beam_workers.py): Beam's harness and seqline's transforms, then the
 # same. Named here, where knowing them imports no Beam: `seqline run --runner beam` starts
 # their server first, as a local run starts the one above.

@@ -225,15 +225,16 @@ artifact.commit({"stage": "write", "shards": shards})
 
 
 def test_a_commit_puts_what_its_manifest_lists_on_disk_before_the_manifest(tmp_path):
-    """Workers write shards without waiting for the disk (an fsync each stalled them ~1 ms);
-    the commit fsyncs every file its manifest lists, then writes the manifest: strace's record
-    of the process's syscalls (-y: each fd's path), in order."""
+    """Workers write shards without waiting for the disk (an fsync each stalled them ~1 ms),
+    only asking it to start writing them (sync_file_range: then the commit waits less); the
+    commit fsyncs every file its manifest lists, then writes the manifest: strace's record of
+    the process's syscalls (-y: each fd's path), in order."""
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("strace is not installed (`make test` installs it)")
     trace = tmp_path / "trace.txt"
     subprocess.run([strace, "-f", "-qq", "-y", "-o", str(trace), "-e",
-                    "trace=fsync,rename,renameat,renameat2", sys.executable, "-c",
+                    "trace=fsync,sync_file_range,rename,renameat,renameat2", sys.executable, "-c",
                     _COMMIT_SCRIPT, str(tmp_path / "root")], check=True, timeout=120)
     lines = trace.read_text().splitlines()
     manifest_named = next(i for i, line in enumerate(lines)
@@ -246,6 +247,10 @@ def test_a_commit_puts_what_its_manifest_lists_on_disk_before_the_manifest(tmp_p
     # and the workers' own writes did not wait: no fsync of a shard's temporary file
     assert not [line for line in lines if re.search(r"fsync\(\d+<[^>]*\.tmp-\d+>", line)
                 and "shard-" in line]
+    started = [line for line in lines[:manifest_named]
+               if re.search(r"sync_file_range\(\d+<[^>]*/\.shard-\d+\.tfrecord\.gz\.tmp-\d+>, "
+                            r"0, 0, SYNC_FILE_RANGE_WRITE\) = 0", line)]
+    assert len(started) == 3, lines
 
 
 def test_a_commit_refuses_to_vouch_for_a_listed_file_that_is_not_there(tmp_path):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +26,7 @@ from seqline.components.ingest.ranges import (
     _read_range,
     plan_ranges,
 )
-from seqline.components.ingest.readers import Source
+from seqline.components.ingest.readers import Source, first_part_schema, read_source
 from seqline.pipeline import tfrecord
 from seqline.pipeline.blocks import SEQ
 from seqline.pipeline.deadletters import ErrorBudget
@@ -196,3 +198,49 @@ def test_tfrecord_and_parquet_files_read_on_workers_equal_driver_ingest(tmp_path
         parallel, calls = _read(tmp_path, [glob], fmt, parallel=True, range_bytes=1024)
         assert len(calls) == 1
         _same(driver, parallel)
+
+
+def test_a_tfrecord_files_schema_comes_from_its_first_records_where_they_settle_it(tmp_path):
+    """The driver fixes the schema workers decode with from the first file's first records
+    alone (its first part undecoded), the same schema as decoding that part gives; where
+    those records do not settle it, None, and the driver reads the part as before."""
+    batch = tfrecord.normalize(pa.record_batch({
+        "day": np.arange(6), "w": [b"rain", b"sun"] * 3,
+        "tags": pa.array([[1, 2], [], [3], [4, 5, 6], [7], [8]], pa.large_list(pa.int64())),
+        "x": pa.array([0.5, None, 1.5, None, 2.5, 3.0], pa.float32())}))
+    records = tfrecord.encode(batch).to_pylist()
+    plain, zipped = tmp_path / "a.tfrecord", tmp_path / "a.tfrecord.gz"
+    plain.write_bytes(tfrecord.frame(records))
+    zipped.write_bytes(gzip.compress(tfrecord.frame(records)))
+    for path in (plain, zipped):
+        source = Source(str(path), local=True)
+        part = next(read_source(source, "tfrecord", {}))
+        assert first_part_schema(source, {}) == part.batch.schema
+        assert pa.types.is_large_list(part.batch.schema.field("tags").type)
+        assert not pa.types.is_large_list(part.batch.schema.field("x").type)  # absent: null
+    source = Source(str(plain), local=True)
+    assert first_part_schema(source, {"w": pa.string()}) is None  # (declared types may refuse)
+    (tmp_path / "b.tfrecord").write_bytes(tfrecord.frame([b"\xff\xfe", *records]))
+    assert first_part_schema(Source(str(tmp_path / "b.tfrecord"), local=True), {}) is None
+    (tmp_path / "c.tfrecord").write_bytes(b"")
+    assert first_part_schema(Source(str(tmp_path / "c.tfrecord"), local=True), {}) is None
+    # read on the workers, each of those reads as on the driver
+    for paths, params in ((["b.tfrecord", "a.tfrecord"], {}),
+                          (["c.tfrecord", "a.tfrecord.gz"], {}),
+                          (["a.tfrecord"], {"schema": {"w": "string"}})):
+        _same(_read(tmp_path, paths, "tfrecord", **params)[0],
+              _read(tmp_path, paths, "tfrecord", parallel=True, **params)[0])
+
+
+def test_the_driver_learns_a_tfrecord_schema_without_importing_pandas(tmp_path):
+    """pyarrow imports pandas (0.16 s) as it first converts a NumPy array: learning the schema
+    must not, or every worker waits that long for its first range."""
+    batch = tfrecord.normalize(pa.record_batch({"day": np.arange(3), "w": ["a", "b", "c"]}))
+    (tmp_path / "a.tfrecord").write_bytes(tfrecord.frame(tfrecord.encode(batch)))
+    script = ("import sys; from seqline.components.ingest.readers import Source, "
+              "first_part_schema; "
+              f"schema = first_part_schema(Source({str(tmp_path / 'a.tfrecord')!r}, True), {{}}); "
+              "print(schema.names, 'pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.split("\n")[0] == "['day', 'w'] False"
