@@ -77,7 +77,9 @@ class IngestParams(StageParams):
         "Records per block, the unit of parallel work."))
     column_types: dict[str, Annotated[str, AfterValidator(_arrow_type)]] | None = Field(
         None, alias="schema", description=(
-            "{column: Arrow type name}; inferred from the first file when absent."))
+            "{column: Arrow type name}; inferred from the first file when absent. A "
+            "TFRecord feature is read as a type its list holds: int64 (int64_list), float or "
+            "double (float_list), string, binary or a date (bytes_list)."))
     parallel: bool | Literal["auto"] = Field("auto", description=(
         "Read on the runner's workers: true, false, or auto (when the input is 1 GiB or "
         "more, 16 MiB or more of TFRecords, and makes at least 2 ranges). The same records, "

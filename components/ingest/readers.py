@@ -303,6 +303,7 @@ def _read_tfrecord(source: Source, types: dict[str, pa.DataType]) -> Iterator[Pa
                     inferred = _infer_example_schema(records.as_list(4096), source.name)
                     schema = pa.schema([pa.field(f.name, types.get(f.name, f.type))
                                         for f in inferred])
+                    _check_kinds(inferred, schema, source.name)
                 batch, bad = _decode_each_bad(records, schema, done)
                 good = np.arange(done, done + len(records), dtype=np.int64)
                 if bad:
@@ -311,6 +312,23 @@ def _read_tfrecord(source: Source, types: dict[str, pa.DataType]) -> Iterator[Pa
                 done += len(records)
     except tfrecord.CorruptRecord as exc:
         raise ReadError(f"unreadable TFRecord file: {exc}") from exc
+
+
+# What to declare for a feature stored in each of tf.train.Example's lists.
+_DECLARE = {"int64_list": "int64", "float_list": "float or double",
+            "bytes_list": "string or binary"}
+
+
+def _check_kinds(stored: pa.Schema, read_as: pa.Schema, name: str) -> None:
+    """Each feature is read as a type its list can hold: tfx-bsl refuses every record of a
+    file otherwise, with a message that names neither the feature nor the type."""
+    for feature, wanted in zip(stored, read_as, strict=True):
+        kind = tfrecord.feature_kind(feature.type)
+        if tfrecord.feature_kind(wanted.type) != kind:
+            raise ReadError(
+                f"{name}: feature {feature.name!r} is stored as {kind}, which cannot be read "
+                f"as {wanted.type} (declared in `schema:`, or the first file's type). Declare "
+                f"it as {_DECLARE[kind]}, or convert it in a preprocess stage.")
 
 
 def _decode_each_bad(records: tfrecord.Records, schema: pa.Schema, first: int

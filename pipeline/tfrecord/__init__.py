@@ -16,6 +16,7 @@ first use, TensorFlow never).
 from seqline.pipeline.tfrecord.coding import (
     decode,
     encode,
+    feature_kind,
     normalize,
     schema_from_text,
     schema_to_text,
@@ -30,7 +31,7 @@ from seqline.pipeline.tfrecord.framing import (
 from seqline.pipeline.tfrecord.reading import read_artifact, read_fed_shard, read_feed, read_shard
 from seqline.pipeline.tfrecord.writing import ShardSink
 
-__all__ = ["CorruptRecord", "Records", "ShardSink", "decode", "encode", "frame",
+__all__ = ["CorruptRecord", "Records", "ShardSink", "decode", "encode", "feature_kind", "frame",
            "iter_record_chunks", "iter_records", "normalize",
            "read_artifact", "read_fed_shard", "read_feed", "read_shard", "schema_from_text",
            "schema_to_text"]

@@ -210,13 +210,21 @@ def _new_decoder(schema_text: str) -> Any:
     from tfx_bsl.coders.example_coder import ExamplesToRecordBatchDecoder
 
     proto = schema_pb2.Schema()
+    kinds = {"int64_list": schema_pb2.INT, "float_list": schema_pb2.FLOAT,
+             "bytes_list": schema_pb2.BYTES}
     for field in schema_from_text(schema_text):
-        t = field.type.value_type if pa.types.is_large_list(field.type) else field.type
         feature = proto.feature.add()
         feature.name = field.name
-        feature.type = (schema_pb2.INT if pa.types.is_int64(t) else
-                        schema_pb2.FLOAT if pa.types.is_floating(t) else schema_pb2.BYTES)
+        feature.type = kinds[feature_kind(field.type)]
     return ExamplesToRecordBatchDecoder(proto.SerializeToString())
+
+
+def feature_kind(t: pa.DataType) -> str:
+    """Which of tf.train.Example's three lists holds a column of type `t` (or of lists of it):
+    int64 in an int64_list, floats in a float_list, anything else as bytes."""
+    t = t.value_type if pa.types.is_large_list(t) else t
+    return "int64_list" if pa.types.is_int64(t) else \
+        "float_list" if pa.types.is_floating(t) else "bytes_list"
 
 
 def schema_to_text(schema: pa.Schema) -> str:

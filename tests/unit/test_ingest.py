@@ -100,6 +100,30 @@ def test_ingest_a_bad_record_among_the_first_of_a_tfrecord_file_is_a_dead_letter
         _read(tmp_path, ["y.tfrecord"], "tfrecord", errors=BUDGET)
 
 
+@pytest.mark.parametrize(("declared", "expected"), [
+    ("double", r"feature 'day' is stored as int64_list, which cannot be read as double .* "
+               r"Declare it as int64"),
+    ("string", r"feature 'day' is stored as int64_list, which cannot be read as string"),
+    ("int32", r"feature 'day' is stored as int64_list, which cannot be read as int32")])
+def test_ingest_a_declared_type_a_tfrecord_feature_cannot_hold_fails_naming_both(
+        tmp_path, declared, expected):
+    """tfx-bsl refuses every record of such a file ("Mismatching child array lengths"): the
+    error names the file, the feature, how it is stored and what to declare instead."""
+    batch = tfrecord.normalize(pa.record_batch({"day": [1, 2], "w": ["rain", "sun"]}))
+    (tmp_path / "x.tfrecord").write_bytes(tfrecord.frame(tfrecord.encode(batch)))
+    with pytest.raises(StageError, match=r"x\.tfrecord: " + expected):
+        _read(tmp_path, ["x.tfrecord"], "tfrecord", errors=BUDGET, schema={"day": declared})
+
+
+def test_ingest_a_later_tfrecord_file_storing_a_feature_otherwise_fails_naming_it(tmp_path):
+    for name, day in (("a", [1, 2]), ("b", [1.5, 2.5])):
+        batch = tfrecord.normalize(pa.record_batch({"day": day}))
+        (tmp_path / f"{name}.tfrecord").write_bytes(tfrecord.frame(tfrecord.encode(batch)))
+    with pytest.raises(StageError, match=r"b\.tfrecord: feature 'day' is stored as float_list, "
+                                         r"which cannot be read as int64 .*first file's type"):
+        _read(tmp_path, ["a.tfrecord", "b.tfrecord"], "tfrecord", errors=BUDGET)
+
+
 def test_ingest_unreadable_tfrecord_fails_naming_the_file(tmp_path):
     (tmp_path / "x.tfrecord").write_bytes(b"this is not a TFRecord file at all")
     with pytest.raises(StageError, match=r"unreadable TFRecord file: .*x\.tfrecord: "):
