@@ -77,9 +77,10 @@ class RunRecorder:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unrecorded: list[tuple[str, str]] = []  # (what, the store's error)
-        # A resumed run's stages have attempts already: a stage run again is the next one (a
-        # new run's row was just made: it has none).
-        self._attempts = {s["name"]: s["attempts"] for s in store.show_run(self.run_id)["stages"]
+        # A resumed run's stages have rows already: a stage's next row is numbered after them
+        # (a new run's row was just made: it has none).
+        self._attempts = {s["name"]: len(s["history"]) + 1
+                          for s in store.show_run(self.run_id)["stages"]
                           } if plan.options.resume else {}
 
     def __call__(self, event: Event) -> None:

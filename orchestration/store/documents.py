@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from seqline.orchestration.store.rows import iso
-from seqline.orchestration.store.statuses import COMMITTED, RunStatus
+from seqline.orchestration.store.statuses import COMMITTED, RunStatus, attempt_number
 from seqline.orchestration.store.tables import (
     COUNTS,
     artifacts,
@@ -115,7 +115,7 @@ def _stage(tried: list[Row[Any]], details: _Details) -> dict[str, Any]:
         "name": last.stage,
         "component": last.component,
         "status": last.status,
-        "attempts": len(tried),
+        "attempts": attempt_number([r.status for r in tried[:-1]]),
         "stage_run_id": last.id,
         "started": iso(last.started),
         "finished": iso(last.finished),

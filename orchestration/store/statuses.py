@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = ["COMMITTED", "ENDED", "GOING", "RAN", "RunStatus", "StageStatus", "TickStatus",
-           "TickTrigger", "Trigger"]
+           "TickTrigger", "Trigger", "attempt_number"]
 
 # A StrEnum's members are their values (`RunStatus.failed == "failed"`, and JSON, SQL and
 # templates see "failed"): rows and documents keep plain strings, code names them here.
@@ -72,3 +72,10 @@ COMMITTED = (StageStatus.succeeded, StageStatus.cached)
 
 RAN = (StageStatus.succeeded, StageStatus.failed, StageStatus.cancelled, StageStatus.running)
 """A stage run in one of these does or did work in its run (not reused, not skipped)."""
+
+
+def attempt_number(earlier: list[str]) -> int:
+    """Which attempt at a stage its latest row is, given its earlier rows' statuses: one more
+    than those that did work. A stage a failed attempt never reached (skipped) is on its first
+    attempt when the resumed run runs it, as Airflow counts a task's tries."""
+    return 1 + sum(status in RAN for status in earlier)
