@@ -121,6 +121,30 @@ def _tick_labels(page, chart: str, axis: int) -> list[str]:
     return page.evaluate(f"document.querySelector('{chart}').uplot.axes[{axis}]._values")
 
 
+def test_the_throughput_chart_draws_slow_stages_above_its_floor(server, page):
+    """On a linear axis a trainer's records/s beside an ingest's, orders of magnitude apart,
+    read as nothing done; such rates share a log-like axis (asinh: 0 stays at the floor),
+    each stage's peak a visible height, the ticks powers of ten."""
+    page.goto(server.url + "/runs/demo-a")
+    page.wait_for_selector("#chart-rate canvas")
+    drawn = page.evaluate("""() => { const u = document.querySelector('#chart-rate').uplot;
+        const peaks = u.data.slice(1).map(c => Math.max(0, ...c.filter(v => v !== null)));
+        const floor = u.valToPos(0, 'y'), top = u.valToPos(u.scales.y.max, 'y');
+        return {distr: u.scales.y.distr, label: u.axes[1].label, peaks: peaks,
+                heights: peaks.map(p => (floor - u.valToPos(p, 'y')) / (floor - top))}; }""")
+    peaks = [p for p in drawn["peaks"] if p > 0]
+    assert max(peaks) >= 20 * min(peaks), drawn  # the demo's stages are that far apart
+    assert (drawn["distr"], drawn["label"]) == (4, "records/s (log scale)")
+    heights = [h for h, p in zip(drawn["heights"], drawn["peaks"], strict=True) if p > 0]
+    assert min(heights) > 0.25, drawn  # linear, the slowest was under a twentieth
+    ticks = [t for t in _tick_labels(page, "#chart-rate", 1) if t]
+    assert ticks[0] == "0" and all(re.fullmatch(r"0|10|100|1k|10k|100k|1M|10M", t) for t in ticks), ticks
+    page.goto(server.url + "/runs/demo-a/stages/read")  # one stage: a linear axis, as ever
+    page.wait_for_selector("#chart-stage-rate canvas")
+    assert page.evaluate("document.querySelector('#chart-stage-rate').uplot.scales.y.distr") == 1
+    assert page.problems == []
+
+
 def test_chart_axes_read_as_seconds_and_whole_numbers(server, page):
     page.goto(server.url + "/runs/demo-a/stages/batches")
     waits = _tick_labels(page, "#chart-stage-waits", 1)

@@ -30,6 +30,29 @@
   function fromZero(least) {
     return { range: function (u, min, max) { return [0, Math.max(least, max * 1.15)]; } };
   }
+  // Stages whose rates are orders of magnitude apart (a trainer's 164 records/s beside an
+  // ingest's 42,000) share a log-like axis (asinh: 0 stays 0), where on a linear one the
+  // slow stages read as nothing done.
+  const SPREAD = 20;
+  function peaksSpread(data) {
+    const peaks = data.slice(1).map(function (col) {
+      return Math.max.apply(null, col.filter(function (v) { return v !== null; }).concat([0]));
+    }).filter(function (p) { return p > 0; });
+    return peaks.length > 1 && Math.max.apply(null, peaks) >= SPREAD * Math.min.apply(null, peaks);
+  }
+  // Ticks and grid lines at 0 and powers of ten from 10 only (uPlot's own asinh splits add
+  // every 2-9 × 10^k: bands of grey), every other power where there would be more than five.
+  function powersAxis(label) {
+    return axis(U.powerTicks, label, { filter: function (u, splits) { return splits; }, splits: function (u, i, min, max) {
+      const powers = [];
+      for (let p = 10; p <= max; p *= 10) { powers.push(p); }  // (1 would sit on 0's label)
+      const every = powers.length > 5 ? 2 : 1;
+      return [0].concat(powers.filter(function (_, k) { return (powers.length - 1 - k) % every === 0; }));
+    } });
+  }
+  function powersFromZero() {
+    return { distr: 4, asinh: 1, range: function (u, min, max) { return [0, Math.max(10, max * 2)]; } };
+  }
   function wholeFromZero() {
     return { range: function (u, min, max) { return [0, Math.max(1, Math.ceil(max * 1.15))]; } };
   }
@@ -117,7 +140,11 @@
 
   function draw(el, opts, data) {
     const old = charts[el.id];
-    if (old && old.series.length === opts.series.length) { old.setData(data); return; }
+    const distr = function (scales) { return ((scales || {}).y || {}).distr || 1; };
+    // (a live run's rates can spread apart: its axis turns log-like then, see peaksSpread)
+    if (old && old.series.length === opts.series.length && distr(old.scales) === distr(opts.scales)) {
+      old.setData(data); return;
+    }
     if (old) { old.destroy(); }
     el.textContent = "";
     opts.width = width(el); opts.height = el.clientWidth < 500 ? 180 : 220; opts.title = el.dataset.title;
@@ -157,8 +184,10 @@
     const x = secondsAxis(kind.indexOf("stage-") === 0 ? "time since the stage started" : "time since the run started");
     if (kind === "rate" || kind === "stage-rate") {
       const a = align(withRates(stages), "rate", t0);
-      draw(el, { series: series(a.names, "", a.data, true), scales: { x: spanScale(), y: fromZero(1) },
-        axes: [x, countAxis("records/s")] }, a.data);
+      const spread = kind === "rate" && peaksSpread(a.data);
+      draw(el, { series: series(a.names, "", a.data, true),
+        scales: { x: spanScale(), y: spread ? powersFromZero() : fromZero(1) },
+        axes: [x, spread ? powersAxis("records/s (log scale)") : countAxis("records/s")] }, a.data);
     } else if (kind === "occupancy") {
       const f = align(stages, "in_flight", t0), h = align(stages, "reorder_held", t0);
       let names = f.names.map(function (n) { return n + " in flight"; }).concat(h.names.map(function (n) { return n + " held"; }));

@@ -53,6 +53,13 @@ window.seqlineUnits = (function () {
     const unit = top >= 1e6 ? [1e6, "M"] : top >= 1e4 ? [1e3, "k"] : [1, ""];
     return splits.map(function (v) { return fixed(v / unit[0], decimals(step / unit[0])) + unit[1]; });
   }
+  // A log axis' ticks at powers of ten (uPlot passes null for those it leaves unlabelled).
+  function powerTicks(splits) {
+    return splits.map(function (v) {
+      if (v === null || v < 0) { return null; }  // (asinh splits reach below the floor)
+      return v >= 1e6 ? fixed(v / 1e6, 0) + "M" : v >= 1e3 ? fixed(v / 1e3, 0) + "k" : fixed(v, v < 1 && v > 0 ? 1 : 0);
+    });
+  }
   function wholeTicks(splits) { return splits.map(function (v) { return String(Math.round(v)); }); }
 
   // Colours live in dashboard.css (light and dark); uPlot takes them in JS, so read them.
@@ -66,5 +73,5 @@ window.seqlineUnits = (function () {
   }
 
   return { duration: duration, count: count, bytes: bytes, durationTicks: durationTicks,
-    countTicks: countTicks, wholeTicks: wholeTicks, color: color, palette: palette };
+    countTicks: countTicks, powerTicks: powerTicks, wholeTicks: wholeTicks, color: color, palette: palette };
 })();
