@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["RESUMABLE", "RerunCommand", "rerun_commands", "store_shown", "where_words"]
+from seqline.orchestration.store.errors import shown_url
+
+__all__ = ["RESUMABLE", "RerunCommand", "rerun_commands", "where_words"]
 
 # A run that did not finish: what it committed is kept and the rest runs (`--resume`).
 RESUMABLE = ("failed", "cancelled", "interrupted")
@@ -73,7 +75,7 @@ def rerun_commands(run: dict[str, Any], root: str, store: str | None = None,
 def where_words(root: str, store: str | None) -> list[str]:
     """`--root ROOT` and, when the store is not the root's default, `--store URL` (its
     password as ***): where a command finds a run."""
-    return ["--root", root, *(["--store", store_shown(store)] if store else [])]
+    return ["--root", root, *(["--store", shown_url(store)] if store else [])]
 
 
 def _runner_words(run: dict[str, Any]) -> list[str]:
@@ -96,14 +98,3 @@ def _runner_words(run: dict[str, Any]) -> list[str]:
         for option in options.get("options") or []:  # recorded as Beam takes them: --k=v
             words += ["--beam-option", str(option).lstrip("-")]
     return words
-
-
-def store_shown(url: str) -> str:
-    """A store URL fit for a page or a terminal: its password, if any, as ***."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url

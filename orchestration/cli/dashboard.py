@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from seqline.orchestration.cli.options import RootUrl, Store, fail, missing_store, say, shown_url
+from seqline.orchestration.cli.options import RootUrl, Store, fail, missing_store, say
 from seqline.orchestration.environment import DEFAULT_ROOT
 
 __all__ = ["dashboard"]
@@ -38,9 +38,8 @@ def dashboard(
     Read-only, loopback by default. Example: seqline dashboard --root .seqline (or
     --root s3://bucket/prefix), then open http://127.0.0.1:8765/.
     """
-    from sqlalchemy.exc import ArgumentError, OperationalError
-
     from seqline.orchestration.dashboard.security import is_loopback
+    from seqline.orchestration.store.errors import StoreFailed
     from seqline.pipeline.errors import SeqlineError
     from seqline.pipeline.storage import open_root
 
@@ -62,12 +61,10 @@ def dashboard(
             fail(f"no run store at {absent}; run `seqline run` with this --root first, or "
                  "pass the --root (or --store) of an existing one")
         app = create_app(place, store, token=token, hosts=allowed_hosts(host, allow_host))
-    except SeqlineError as exc:  # e.g. ConfigError from open_root, a newer store
+    except StoreFailed as exc:  # its disk: nothing to fix in the command
+        fail(str(exc), 1)
+    except SeqlineError as exc:  # ConfigError from open_root, a store not reached or newer
         fail(str(exc))
-    except (ArgumentError, OperationalError) as exc:
-        where = shown_url(store) if store else root
-        fail(f"cannot open the run store at {where}: {str(exc).splitlines()[0]}; check "
-             "--store (postgresql+psycopg://user@host:port/db) or --root")
     listening = _listen(host, port)
     port = listening.getsockname()[1]  # --port 0: the one the system chose
     shown = f"[{host}]" if ":" in host else host

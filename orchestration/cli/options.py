@@ -22,6 +22,7 @@ import typer
 from rich.table import Table
 
 from seqline.orchestration.environment import ROOT_VARIABLE, STORE_VARIABLE, tell_launcher
+from seqline.orchestration.store.errors import shown_url
 from seqline.pipeline.errors import RunNotFound, SeqlineError
 
 if TYPE_CHECKING:
@@ -144,17 +145,6 @@ def no_run(run_id: str, root: str, store: str | None = None) -> NoReturn:
     fail(str(RunNotFound(run_id, where, root)))
 
 
-def shown_url(url: str) -> str:
-    """A store URL fit for a terminal or a log: its password, if any, as ***."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
-
-
 def missing_store(root: Folder, url: str | None) -> Path | None:
     """The SQLite file a run store at `root` (or `url`) would be, if there is none yet.
 
@@ -194,11 +184,11 @@ def opened(root: Path | str, url: str | None, *, create: bool = False) -> Iterat
             a root with no store exits 2 and creates nothing (a typo in --root must not leave
             an empty store behind that answers every later question with nothing).
     """
-    from sqlalchemy.exc import ArgumentError, OperationalError
+    from sqlalchemy.exc import OperationalError
 
     from seqline.orchestration.store import RunStore
     from seqline.orchestration.store.engine import store_url
-    from seqline.orchestration.store.errors import database_words, refused_by_its_disk
+    from seqline.orchestration.store.errors import StoreFailed, database_words
     from seqline.pipeline.storage import open_root
 
     try:
@@ -208,15 +198,9 @@ def opened(root: Path | str, url: str | None, *, create: bool = False) -> Iterat
             fail(f"no run store at {absent}; run `seqline run` with this --root first, or "
                  "pass the --root (or --store) of an existing one")
         store = RunStore.open(*store_url(place, url))
-    except OperationalError as exc:
-        if refused_by_its_disk(exc):  # the right store, on a full disk: no mistake of the user's
-            fail(f"cannot open the run store at {shown_url(url) if url else root}: "
-                 f"{database_words(exc)}: its disk is full or failing; free space on it, then "
-                 "run the same command again.", 1)
-        _not_opened(exc, root, url)
-    except ArgumentError as exc:
-        _not_opened(exc, root, url)
-    except SeqlineError as exc:  # e.g. a store written by a newer seqline
+    except StoreFailed as exc:  # the right store, on a full disk: no mistake of the user's
+        fail(str(exc), 1)
+    except SeqlineError as exc:  # not reached, not a URL, written by a newer seqline, …
         fail(str(exc))
     try:
         yield store
@@ -227,13 +211,6 @@ def opened(root: Path | str, url: str | None, *, create: bool = False) -> Iterat
              "disk (or start its database), then run the same command again.", 1)
     finally:
         store.close()
-
-
-def _not_opened(exc: Exception, root: Path | str, url: str | None) -> NoReturn:
-    """Exit 2: a store that cannot be opened is, but for its disk, a --store or --root to fix."""
-    fail(f"cannot open the run store at {shown_url(url) if url else root}: "
-         f"{str(exc).splitlines()[0]}; check --store "
-         "(postgresql+psycopg://user@host:port/db) or --root")
 
 
 def unwrapped_table(*columns: str, title: str | None = None) -> Table:

@@ -177,24 +177,22 @@ def _store_opens(where: Folder, url: str | None, stop: threading.Event) -> bool:
     error"). Any other failure (a bad URL, a database not there) is left to `opened` to say
     in one line, exit 2. False: stopped while waiting.
     """
-    from sqlalchemy.exc import OperationalError
-
     from seqline.orchestration.schedule.backoff import waits
     from seqline.orchestration.store import RunStore, sqlite_url
     from seqline.orchestration.store.engine import store_url
-    from seqline.orchestration.store.errors import database_words, refused_by_its_disk
+    from seqline.orchestration.store.errors import StoreFailed, database_words
 
     base, found = store_url(where, url)
     for wait in waits(stop):
         try:
             RunStore.open(base, found).close()
             return True
-        except OperationalError as exc:
-            if not refused_by_its_disk(exc):
-                return True
+        except StoreFailed as exc:  # its disk refuses it (see store.errors.opening)
             log(f"the run store at {shown_url(found or sqlite_url(base))} failed to open "
-                f"({database_words(exc)}: its disk is full or failing); trying again in "
-                f"{wait:.0f} s")
+                f"({database_words(exc.__cause__ or exc)}: its disk is full or failing); "
+                f"trying again in {wait:.0f} s")
+        except SeqlineError:
+            return True
     return False
 
 

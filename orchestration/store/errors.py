@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from seqline.pipeline.errors import ConfigError, RunNotFound, SeqlineError
 
 __all__ = ["Conflict", "LeaseHeld", "RunIdTaken", "RunNotFound", "ScheduleExists",
-           "ScheduleNotFound", "StoreFailed", "database_words", "refused_by_its_disk",
-           "storing"]
+           "ScheduleNotFound", "StoreFailed", "database_words", "opening", "refused_by_its_disk",
+           "shown_url", "storing"]
 
 # SQLite's primary result codes (the low byte of an extended one) for a file its disk
 # refused: SQLITE_IOERR (10; e.g. SQLITE_IOERR_SHMSIZE, its -shm file could not grow) and
@@ -70,6 +70,43 @@ def storing(url: str, what: str, then: str) -> Iterator[None]:
         raise StoreFailed(f"the run store at {url} could not record {what} "
                           f"({database_words(exc)}). Free space on its disk (or start its "
                           f"database), then {then}.") from exc
+
+
+@contextmanager
+def opening(url: str) -> Iterator[None]:
+    """The database's errors as a store opens, in one line: one its disk refuses is
+    StoreFailed (free space, run the same command again: exit 1); any other (a host that does
+    not resolve, a server that is not up, a URL that is not one) a ConfigError naming the URL
+    (fix --store or --root: exit 2), where `seqline run` printed SQLAlchemy's traceback.
+    """
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    try:
+        yield
+    except OperationalError as exc:
+        if refused_by_its_disk(exc):
+            raise StoreFailed(f"cannot open the run store at {shown_url(url)}: "
+                              f"{database_words(exc)}: its disk is full or failing; free "
+                              "space on it, then run the same command again.") from exc
+        raise ConfigError(_not_opened(url, database_words(exc))) from exc
+    except ArgumentError as exc:
+        raise ConfigError(_not_opened(url, str(exc).splitlines()[0])) from exc
+
+
+def _not_opened(url: str, why: str) -> str:
+    return (f"cannot open the run store at {shown_url(url)}: {why}; check --store "
+            "(postgresql+psycopg://user@host:port/db) or --root")
+
+
+def shown_url(url: str) -> str:
+    """A store URL fit for a terminal, a page or a log: its password, if any, as ***."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
 
 
 class ScheduleNotFound(ConfigError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from seqline.orchestration.store.engine import make_engine, upgrade
+from seqline.orchestration.store.errors import opening
 from seqline.orchestration.store.reads import RunReader
 from seqline.orchestration.store.schedules import ScheduleStore
 from seqline.orchestration.store.writes import RunWriter
@@ -35,8 +36,9 @@ class RunStore(RunReader, RunWriter):
         Args:
             url: a SQLAlchemy URL (`sqlite:///…` or `postgresql+psycopg://…`).
         """
-        engine = make_engine(url)
-        upgrade(engine)
+        with opening(url):  # a database not there, or not reached: one line, not a traceback
+            engine = make_engine(url)
+            upgrade(engine)
         RunReader.__init__(self, engine)  # both halves keep the same engine and url
         RunWriter.__init__(self, engine)
         self.schedules = ScheduleStore(engine)

@@ -116,6 +116,17 @@ PATHS = [
      r"no run 'nosuch' under \S+root"),
     ("unknown run id for resume", GOOD, {}, _run("--resume"), 2,
      r"no run 'r1' to resume under root/runs; check --run-id and --root"),
+    ("a PostgreSQL store that is not up", GOOD, {},
+     _run("--store", "postgresql+psycopg://ml:secret@127.0.0.1:1/seqline"), 2,
+     r"^error: cannot open the run store at postgresql\+psycopg://ml:\*\*\*@127\.0\.0\.1:1/"
+     r"seqline: .*127\.0\.0\.1.*; check --store \(postgresql\+psycopg://user@host:port/db\) "
+     r"or --root$"),
+    ("a store URL of no database seqline knows", GOOD, {}, _run("--store", "postgres://x/y"), 2,
+     r"^error: cannot open the run store at postgres://x/y: Can't load plugin: "
+     r"sqlalchemy\.dialects:postgres; check --store"),
+    ("a PostgreSQL store that is not up, listing runs", None, {},
+     ["runs", "list", "--root", "root", "--store", "postgresql+psycopg://ml@127.0.0.1:1/x"], 2,
+     r"^error: cannot open the run store at postgresql\+psycopg://ml@127\.0\.0\.1:1/x: "),
     ("bad option value", GOOD, {}, _run("--runner", "spark"), 2, r"Invalid value"),
     ("a secret in a Beam option", GOOD, {}, _run("--runner", "beam", "--beam-option",
                                                  "aws_secret_access_key=x"), 2,
