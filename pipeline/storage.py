@@ -323,15 +323,21 @@ def shown(place: Folder) -> str:
 def _check_bucket(root: Location, text: str) -> None:
     scheme, bucket = urlsplit(text).scheme, root.path.split("/", 1)[0]
     try:
-        reachable = root.fs.exists(bucket)
+        if not root.fs.exists(bucket):
+            # Why not: s3fs's exists() answers False for every failure (a profile that does
+            # not exist, no credentials, no server), which read as a missing bucket.
+            root.fs.info(bucket)
+    except FileNotFoundError:
+        raise ConfigError(f"--root {text}: bucket {scheme}://{bucket} does not exist. Create "
+                          "it, or check the URL.") from None
+    except PermissionError as exc:
+        raise ConfigError(f"--root {text}: bucket {scheme}://{bucket} is not visible with "
+                          f"these credentials ({str(exc).splitlines()[0]}). Check them, or "
+                          "the URL.") from None
     except Exception as exc:  # noqa: BLE001 - any SDK error means the same to the user
         raise ConfigError(f"--root {text}: cannot reach {scheme}://{bucket}: "
                           f"{type(exc).__name__}: {str(exc).splitlines()[0]}. Check the "
                           "URL, the network and the credentials.") from None
-    if not reachable:
-        raise ConfigError(f"--root {text}: bucket {scheme}://{bucket} does not exist or is "
-                          "not visible with these credentials. Create it or check the URL "
-                          "and the credentials.")
 
 
 def _scheme(text: str) -> str:
