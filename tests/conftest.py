@@ -4,6 +4,8 @@ in which `make test`'s workers take the tests (decision 48)."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Generator
 from pathlib import Path
@@ -22,6 +24,17 @@ RUNNER_CASES = {
     "beam-multi_processing": ("beam", {"mode": "multi_processing"}),
     "ray": ("ray", {}),
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """seqline's own folder ($SEQLINE_HOME: an object-store root's default run store, scratch
+    space) is one of the session's, never the user's ~/.seqline: runs on S3 roots left a
+    store there at every test run. The commands tests start inherit it; a test that sets
+    its own (monkeypatch) still does."""
+    if "SEQLINE_HOME" not in os.environ:
+        home = tempfile.mkdtemp(prefix="seqline-home-")
+        os.environ["SEQLINE_HOME"] = home
+        config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
 
 
 @pytest.fixture(scope="session")
