@@ -249,9 +249,24 @@ def cache_hit(key: str, store: Any, root: Folder) -> CacheHit | None:
 
 def _intact(folder: Folder, checksum: str, runs: Folder) -> bool:
     """A stored stage folder under this root whose bytes are what was committed."""
+    return _inside(folder, runs) and (folder / MANIFEST).exists() \
+        and artifact_checksum(folder) == checksum
+
+
+def _inside(folder: Folder, runs: Folder) -> bool:
     # Text comparisons: a local path never starts with a URL, nor a URL with a path.
-    inside = fspath(folder.resolve()).startswith(fspath(runs.resolve()).rstrip("/") + "/")
-    return inside and (folder / MANIFEST).exists() and artifact_checksum(folder) == checksum
+    return fspath(folder.resolve()).startswith(fspath(runs.resolve()).rstrip("/") + "/")
+
+
+def output_elsewhere(key: str, store: Any, root: Folder) -> str | None:
+    """Where the newest committed output with cache key `key` is, if not under `root`: a run
+    store shared by several roots records runs that this root's cache cannot reuse."""
+    runs = (storage_folder(root) if isinstance(root, str) else root) / "runs"
+    found = store.find_cached(key)
+    output = next((a for a in (found or {}).get("artifacts", []) if a.get("checksum")), None)
+    if output is None or _inside(storage_folder(output["uri"]), runs):
+        return None
+    return str(output["uri"])
 
 
 def intact_committed(spec: PipelineSpec, folder: Folder, store: Any | None

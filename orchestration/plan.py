@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import seqline
-from seqline.orchestration.cache import cache_hits, cache_parts, intact_committed, key_of
+from seqline.orchestration.cache import (
+    cache_hits,
+    cache_parts,
+    intact_committed,
+    key_of,
+    output_elsewhere,
+)
 from seqline.orchestration.key_changes import changes
 from seqline.orchestration.preflight import check_before_work
 from seqline.orchestration.run_options import RunOptions
@@ -161,7 +167,7 @@ def plan_run(spec: PipelineSpec, options: RunOptions, components: Mapping[str, C
         hit = hits.get(stage.name)
         action: Action = "keep" if stage.name in kept and stage.name in reusable else \
             "reuse" if hit is not None and stage.name in reusable else "run"
-        why = _why(spec, stage, action, options, store, parts, missed, kept, damaged, hit)
+        why = _why(spec, stage, action, options, store, parts, missed, kept, damaged, hit, root)
         origin: tuple[str | None, float | None, Folder | None] = (None, None, None)
         if action == "keep":
             origin = (run_id, None, kept[stage.name])
@@ -217,7 +223,7 @@ def _check_run_id(folder: Folder, run_id: str, resume: bool, store: Any | None) 
 
 def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: RunOptions,
          store: Any | None, parts: Mapping[str, Mapping[str, Any]], missed: str | None,
-         kept: Mapping[str, Folder], damaged: Mapping[str, str], hit: Any) -> str:
+         kept: Mapping[str, Folder], damaged: Mapping[str, str], hit: Any, root: Folder) -> str:
     """Why the stage runs, or where its output comes from, in one line. `missed`: the first
     stage the cache had no intact output for (every stage after it runs)."""
     if action == "keep":
@@ -249,7 +255,9 @@ def _why(spec: PipelineSpec, stage: StageSpec[Any], action: Action, options: Run
     if not previous.get("key_parts"):
         return f"run {previous['run_id']} recorded no cache key to compare with"
     if previous["cache_key"] == key_of(parts[stage.name]):
-        return f"the output of run {previous['run_id']} is gone or changed on disk"
+        away = output_elsewhere(previous["cache_key"], store, root)
+        return f"the output of run {previous['run_id']} is under another root ({away})" \
+            if away else f"the output of run {previous['run_id']} is gone or changed on disk"
     return f"upstream `{_source(spec, stage)}` changed since run {previous['run_id']}"
 
 

@@ -121,6 +121,23 @@ def test_plan_says_what_each_stage_does_and_why(tmp_path, change, options, expec
     assert _state(folder) == before  # planning wrote nothing
 
 
+def test_a_store_shared_by_two_roots_says_the_earlier_output_is_under_the_other(tmp_path):
+    """One run store, two roots: the first root's runs are in the store, their folders are
+    not under the second root, whose cache cannot reuse them. Said so, not 'gone'."""
+    folder = _first_run(tmp_path / "p")
+    store = f"sqlite:///{folder / 'shared.db'}"
+    spec = load_pipeline(folder / "p.yaml", COMPONENTS)
+    execute(spec, root=folder / "root", store=store, run_id="second", verify=False,
+            mode="thread")
+    plan = plan_pipeline(spec, root=folder / "other", store=store)
+    read = next(s for s in plan.steps if s.stage == "read")
+    assert read.action == "run"
+    assert re.fullmatch(r"the output of run second is under another root \(\S+/root/runs/"
+                        r"second/read\)", read.reason), read.reason
+    again = plan_pipeline(spec, root=folder / "root", store=store)  # under its own: reused
+    assert {s.action for s in again.steps} == {"reuse"}
+
+
 def test_plan_fuses_the_map_after_tfrecord_write_on_beam_only(tmp_path):
     folder = _first_run(tmp_path / "p")
     spec = load_pipeline(folder / "p.yaml", COMPONENTS)
