@@ -118,9 +118,9 @@ class Pipeline:
 
     Example:
         >>> pipeline = Pipeline("weather", [
-        ...     Stage("read", IngestParams(format="csv", paths=["weather.csv"])),
+        ...     Stage("read", IngestParams(format="csv", paths=["seattle-weather.csv"])),
         ...     Stage("examples", TFRecordWriteParams()),
-        ... ], base_dir="data")
+        ... ], base_dir="data/seattle_weather")  # paths are relative to base_dir
         >>> result = pipeline.run(runner="local", root=".seqline")  # doctest: +SKIP
 
     Raises:

@@ -227,7 +227,8 @@ def resolve_sources(stage: StageSpec[IngestParams], base_dir: Path) -> list[Sour
             raise ConfigError(
                 f"{stage.where}: input file {pattern!r} not found"
                 + ("" if "://" in pattern else f" (looked for {_local(pattern, base_dir)})")
-                + ". Paths are relative to the pipeline file's folder; check the name or glob.")
+                + ". Paths are relative to the pipeline file's folder (to base_dir= for a "
+                  "Pipeline made in Python); check the name or glob.")
         found.extend(matches)
     return found
 

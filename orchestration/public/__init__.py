@@ -5,9 +5,10 @@ The public Python API, equal to pipeline files:
     import seqline
 
     pipeline = seqline.Pipeline("weather", [
-        seqline.Stage("read", seqline.IngestParams(format="csv", paths=["weather.csv"])),
+        seqline.Stage("read", seqline.IngestParams(format="csv",
+                                                   paths=["seattle-weather.csv"])),
         seqline.Stage("examples", seqline.TFRecordWriteParams()),
-    ], base_dir="data")
+    ], base_dir="data/seattle_weather")  # (the repository's demo data: paths are relative to it)
     result = pipeline.run(runner="local", root=".seqline")
 
 This file is the `seqline` package's own `__init__` (pyproject maps the package here, since
