@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import Connection, Row
 
 from seqline.orchestration.store.documents import run_summary
-from seqline.orchestration.store.liveness import INTERRUPTED, shown_status
+from seqline.orchestration.store.liveness import interrupted, shown_status
 from seqline.orchestration.store.statements import CURSOR, runs_beyond
 from seqline.orchestration.store.statuses import RunStatus
 
@@ -77,5 +77,5 @@ def shown(row: Row[Any]) -> dict[str, Any]:
     summary = run_summary(row)
     summary["status"] = shown_status(row.status, row.heartbeat, row.started, row.host, row.pid)
     if summary["status"] != row.status:
-        summary["error"] = INTERRUPTED
+        summary["error"] = interrupted(row.run_id)
     return summary

@@ -7,7 +7,7 @@ import socket
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select, update
+from sqlalchemy import Connection, Engine, case, select, update
 
 from seqline.orchestration.processes import pid_alive
 from seqline.orchestration.store.engine import writing
@@ -15,16 +15,33 @@ from seqline.orchestration.store.rows import now
 from seqline.orchestration.store.statuses import RunStatus, StageStatus
 from seqline.orchestration.store.tables import runs, stage_runs
 
-__all__ = ["HOST", "INTERRUPTED", "STAGE_INTERRUPTED", "STALE_AFTER_S", "driver_gone",
-           "pid_alive", "reap", "shown_status"]
+__all__ = ["HOST", "STAGE_INTERRUPTED", "STAGE_NOT_REACHED", "STALE_AFTER_S", "driver_gone",
+           "interrupted", "interrupted_stage", "pid_alive", "reap", "shown_status"]
 
 HOST = socket.gethostname()  # pids are only checked for runs driven from this machine
 # The issue's bound: a run whose driver died shows as interrupted within 30 s, so a driver
 # heartbeats more often than that (the recorder's flush, every 2 s).
 STALE_AFTER_S = 30.0
-INTERRUPTED = ("the run's driver stopped (killed or rebooted) without finishing it; "
-               "`seqline run --resume --run-id ID` goes on from its last committed stage")
-STAGE_INTERRUPTED = "interrupted with its run"
+# What became of its stages, as of a run stopped by a cancel (decision 68): no stage failed.
+STAGE_INTERRUPTED = "interrupted with its run"  # at work: cancelled
+STAGE_NOT_REACHED = "not run: the run was interrupted first"  # waiting for its turn: skipped
+
+
+def interrupted(run_id: str) -> str:
+    """What an interrupted run's error says: what happened and how to go on, its id in it."""
+    return ("the run's driver stopped (killed or rebooted) without finishing it; "
+            f"`seqline run … --resume --run-id {run_id}` goes on from its last committed stage "
+            f"(`seqline runs show {run_id}` prints the whole command)")
+
+
+def interrupted_stage(status: str) -> tuple[str, str] | None:
+    """A stage of an interrupted run: (its status, its reason) if it had not ended: one at
+    work was stopped (cancelled), one waiting never ran (skipped), none of them failed."""
+    if status == StageStatus.running:
+        return StageStatus.cancelled, STAGE_INTERRUPTED
+    if status == StageStatus.pending:
+        return StageStatus.skipped, STAGE_NOT_REACHED
+    return None
 
 
 def driver_gone(heartbeat: datetime | None, started: datetime, host: str | None,
@@ -78,14 +95,19 @@ def _interrupt(conn: Connection, run: Any) -> bool:
     """Mark one run interrupted unless it beat (or ended) since it was read."""
     same_beat = runs.c.heartbeat.is_(None) if run.heartbeat is None \
         else runs.c.heartbeat == run.heartbeat
-    ended = now()
+    # It ended, as far as anyone can tell, at its last heartbeat (as its seconds count,
+    # documents.ran_seconds), not when a reader happened to notice.
+    ended = run.heartbeat or run.started
     done = conn.execute(update(runs).where(
         runs.c.run_id == run.run_id, runs.c.status == RunStatus.running, same_beat).values(
-        status=RunStatus.interrupted, finished=ended, error_message=INTERRUPTED))
+        status=RunStatus.interrupted, finished=ended, error_message=interrupted(run.run_id)))
     if done.rowcount == 0:
         return False
-    conn.execute(update(stage_runs).where(
-        stage_runs.c.run_id == run.run_id,
-        stage_runs.c.status.in_((StageStatus.pending, StageStatus.running))).values(
-        status=StageStatus.failed, finished=ended, error=STAGE_INTERRUPTED))
+    for was in (StageStatus.running, StageStatus.pending):
+        status, reason = interrupted_stage(was) or (was, "")
+        conn.execute(update(stage_runs).where(
+            stage_runs.c.run_id == run.run_id, stage_runs.c.status == was).values(
+            status=status, reason=reason,  # (a stage started after that beat: at its start)
+            finished=case((stage_runs.c.started > ended, stage_runs.c.started), else_=ended)
+            if was == StageStatus.running else None))
     return True

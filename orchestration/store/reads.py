@@ -19,7 +19,7 @@ from seqline.orchestration.store.documents import (
 from seqline.orchestration.store.engine import make_engine
 from seqline.orchestration.store.errors import RunNotFound
 from seqline.orchestration.store.keyset import runs_page
-from seqline.orchestration.store.liveness import INTERRUPTED, STAGE_INTERRUPTED, shown_status
+from seqline.orchestration.store.liveness import interrupted, interrupted_stage, shown_status
 from seqline.orchestration.store.rows import iso
 from seqline.orchestration.store.statements import (
     EPOCHS,
@@ -34,7 +34,7 @@ from seqline.orchestration.store.statements import (
     STAGE_STATUSES,
     STAMP,
 )
-from seqline.orchestration.store.statuses import StageStatus, attempt_number
+from seqline.orchestration.store.statuses import attempt_number
 from seqline.orchestration.store.tables import RUN_STATUSES, runs, samples, stage_runs
 from seqline.orchestration.store.totals import Totals, read_totals
 from seqline.pipeline.errors import ConfigError
@@ -209,13 +209,12 @@ class RunReader:
             exact = times[stage["stage_run_id"]]
             stage["t0"] = exact.started.timestamp() if exact.started else None
             stage["t1"] = exact.finished.timestamp() if exact.finished else None
-            if shown != row.status and stage["status"] in (StageStatus.pending,
-                                                           StageStatus.running):
-                stage["status"] = StageStatus.failed  # as the reaper would mark it
-                stage["error"] = stage["error"] or STAGE_INTERRUPTED
+            ended = interrupted_stage(stage["status"]) if shown != row.status else None
+            if ended is not None:  # as the reaper would mark it
+                stage["status"], stage["reason"] = ended
         if shown != row.status:
             detail["status"] = shown
-            detail["error"] = {"stage": None, "seq": None, "message": INTERRUPTED}
+            detail["error"] = {"stage": None, "seq": None, "message": interrupted(run_id)}
         return detail
 
     def run_stamp(self, run_id: str) -> tuple[Any, ...] | None:

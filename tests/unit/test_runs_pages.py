@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from seqline.orchestration.store import RunStore
 from seqline.orchestration.store.engine import writing
-from seqline.orchestration.store.liveness import INTERRUPTED
+from seqline.orchestration.store.liveness import interrupted
 from seqline.orchestration.store.tables import runs
 from tests.unit.test_store_reads import LONG_AGO
 
@@ -102,7 +102,8 @@ class TestRunsPages:
         assert sum(walk(store, status="running"), []) == ids[-2:][::-1]
         assert sum(walk(store, status="interrupted"), []) == dead[::-1]
         shown = {r["run_id"]: r for r in store.runs_page(older=ids[45], limit=LIMIT)["runs"]}
-        assert (shown[ids[39]]["status"], shown[ids[39]]["error"]) == ("interrupted", INTERRUPTED)
+        assert (shown[ids[39]]["status"], shown[ids[39]]["error"]) == ("interrupted",
+                                                                      interrupted(ids[39]))
         assert store.runs_page(limit=LIMIT)["runs"][0]["status"] == "running"
 
     def test_runs_page_a_run_started_meanwhile_moves_no_run_between_pages(self, store):

@@ -274,7 +274,7 @@ class TestStoreContract:
             conn.execute(sa.update(runs).values(heartbeat=old))
         assert store.reap_interrupted() == ["stale"]
         stage = store.show_run("stale")["stages"][0]
-        assert (stage["stage_run_id"], stage["status"]) == (stage_run, "failed")
+        assert (stage["stage_run_id"], stage["status"]) == (stage_run, "cancelled")
         store.heartbeat("stale")  # a late beat does not resurrect it
         assert store.reap_interrupted() == []
 

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from seqline.orchestration.store import RunNotFound, RunReader, RunStore
 from seqline.orchestration.store.engine import writing
-from seqline.orchestration.store.liveness import INTERRUPTED, STAGE_INTERRUPTED
+from seqline.orchestration.store.liveness import STAGE_INTERRUPTED, STAGE_NOT_REACHED, interrupted
 from seqline.orchestration.store.statements import SAMPLE_COLUMNS
 from seqline.orchestration.store.statuses import RunStatus
 from seqline.orchestration.store.tables import runs
@@ -47,15 +47,20 @@ class TestReads:
     def test_reads_show_a_dead_drivers_run_interrupted_without_writing(self, store):
         _run(store, "live")
         _run(store, "dead")
+        store.start_stage("dead", "write", "tfrecord_write", params={}, cache_key=None,
+                          status="pending")
         _orphan(store, "dead")
         shown = {r["run_id"]: r for r in store.list_runs_shown()}
         assert shown["dead"]["status"] == RunStatus.interrupted
-        assert shown["dead"]["error"] == INTERRUPTED
+        assert shown["dead"]["error"] == interrupted("dead")
+        assert "--resume --run-id dead`" in interrupted("dead")  # its id, not a placeholder
         assert shown["live"]["status"] == "running"
         page = store.run_page("dead")
-        assert page["status"] == "interrupted" and page["error"]["message"] == INTERRUPTED
-        assert page["stages"][0]["status"] == "failed"
-        assert page["stages"][0]["error"] == STAGE_INTERRUPTED
+        assert page["status"] == "interrupted"
+        assert page["error"]["message"] == interrupted("dead")
+        # no stage failed: the one at work was stopped, the one waiting never ran (as a cancel)
+        assert [(s["status"], s["reason"], s["error"]) for s in page["stages"]] == [
+            ("cancelled", STAGE_INTERRUPTED, None), ("skipped", STAGE_NOT_REACHED, None)]
         assert store.run_stamp("dead")[0] == "interrupted"
         assert _stored_status(store, "dead") == "running"  # nothing written
         assert sorted(r["run_id"] for r in store.list_runs(status="running")) == ["dead", "live"]
@@ -71,7 +76,9 @@ class TestReads:
         assert (stored["status"], stored["error"]["message"]) == (shown["status"],
                                                                   shown["error"]["message"])
         assert stored["stages"][0]["status"] == shown["stages"][0]["status"]
-        assert stored["stages"][0]["error"] == shown["stages"][0]["error"]
+        assert stored["stages"][0]["reason"] == shown["stages"][0]["reason"]
+        # it ended at its last heartbeat, as its seconds count, not when it was noticed
+        assert stored["finished"] == stored["started"]  # (_orphan: both long ago)
 
     def test_run_page_is_runs_show_plus_exact_times(self, store):
         _run(store, "a")
