@@ -6,8 +6,8 @@ import errno
 import shutil
 from pathlib import Path
 
-__all__ = ["Cancelled", "ConfigError", "InternalError", "RunNotFound", "SeqlineError", "StageError",
-           "disk_full", "disk_full_message"]
+__all__ = ["RESUME", "Cancelled", "ConfigError", "InternalError", "RunNotFound", "SeqlineError",
+           "StageError", "disk_full", "disk_full_message"]
 
 
 class SeqlineError(Exception):
@@ -90,6 +90,15 @@ def disk_full(error: BaseException | None) -> OSError | None:
     return None
 
 
+# How a message that cannot know its run says how to finish it: the command line puts the
+# run's exact command in its place (its root, store, runner and options: cli/run.py).
+RESUME = "`seqline run … --resume --run-id ID`"
+
+
+def _size(n: float) -> str:
+    return f"{n / 2**20:,.0f} MiB" if n >= 2**20 else f"{n / 2**10:,.0f} KiB"
+
+
 def disk_full_message(error: OSError, fallback: str | Path) -> str:
     """What a user needs when a disk filled up: which path, how full, what to do next.
 
@@ -101,6 +110,6 @@ def disk_full_message(error: OSError, fallback: str | Path) -> str:
     probe = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
     usage = shutil.disk_usage(probe)
     return (f"the disk is full: writing {path} failed ({error.strerror}; "
-            f"{usage.free / 2**20:,.0f} MiB free of {usage.total / 2**20:,.0f} MiB there). "
+            f"{_size(usage.free)} free of {_size(usage.total)} there). "
             "Free space on that filesystem or give a --root on a larger one, then finish the "
-            "run with `seqline run … --resume --run-id ID`: committed stages are kept.")
+            f"run with {RESUME}: committed stages are kept.")

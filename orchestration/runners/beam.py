@@ -40,7 +40,7 @@ from seqline.orchestration.runners.beam_transforms import (
 )
 from seqline.orchestration.runners.beam_workers import WorkersLost
 from seqline.pipeline.blocks import Block, batch_to_ipc
-from seqline.pipeline.errors import Cancelled, ConfigError
+from seqline.pipeline.errors import RESUME, Cancelled, ConfigError
 from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["BeamRunner", "SeqlineMap"]
@@ -225,8 +225,7 @@ class BeamRunner(Runner):
                     f"stage {tasks[0].stage!r} on Beam: {LOST_JOBS} jobs in a row lost an SDK "
                     f"worker before it ran a block (the last one {lost[0].gone}). Nothing "
                     "points at the data: see that this machine can start Python processes "
-                    "(memory, process limits), then finish the run with `seqline run … "
-                    "--resume --run-id ID`.")
+                    f"(memory, process limits), then finish the run with {RESUME}.")
 
     def _job(self, job: Future[None], tasks: list[MapTask], work: str,
              indices: list[int], key: str) -> None:

@@ -20,7 +20,13 @@ from seqline.orchestration.runners.base import Runner, poisoned, retry_after_dea
 from seqline.orchestration.runners.forked import PRELOAD
 from seqline.orchestration.runners.ray_train import RayTrainLauncher
 from seqline.pipeline.blocks import Block
-from seqline.pipeline.errors import Cancelled, SeqlineError, disk_full, disk_full_message
+from seqline.pipeline.errors import (
+    RESUME,
+    Cancelled,
+    SeqlineError,
+    disk_full,
+    disk_full_message,
+)
 from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["RayNotStarted", "RayRunner"]
@@ -39,7 +45,7 @@ ABORT_POLL_SECONDS = 0.25  # how often a wait for blocks checks whether the run 
 PROBE_SECONDS = 10.0
 PRELOAD_SECONDS = 10.0  # the longest a run waits for its workers' imports before its stages
 # How every "Ray did not start" line ends.
-FINISH = "then finish the run with `seqline run … --resume --run-id ID`."
+FINISH = f"then finish the run with {RESUME}."
 
 
 class RayNotStarted(SeqlineError):

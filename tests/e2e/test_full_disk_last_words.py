@@ -82,7 +82,7 @@ def test_a_run_on_a_full_disk_says_one_line_as_does_its_resume_which_then_finish
         assert (said.code, "\n" in line) == (1, False), said.stderr[-3000:]
         assert re.fullmatch(
             rf"Run failed: the disk is full: writing {full_disk}/root/runs/r1/\.run\.json\."
-            rf"tmp-\d+ failed \(No space left on device; 0 MiB free of 0 MiB there\)\. Free "
+            rf"tmp-\d+ failed \(No space left on device; 0 KiB free of 256 KiB there\)\. Free "
             rf"space on that filesystem or give a --root on a larger one, {FINISH}: committed "
             r"stages are kept\.", line), line
         assert said.told == line
