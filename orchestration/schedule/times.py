@@ -57,6 +57,11 @@ def check_cron(cron: str, tz: str) -> str:
     """
     expression = _expression(cron)
     fields = len(expression.split())
+    if expression.startswith("@"):  # a nickname that is not one
+        close = difflib.get_close_matches(expression.lower(), list(NICKNAMES), n=1)
+        raise ConfigError(f"cron expression {cron!r}: unknown nickname"
+                          + (f"; did you mean {close[0]}?" if close else ".")
+                          + f" The nicknames are {', '.join(NICKNAMES)}.")
     if fields != 5:  # cronsim would take 6 (seconds first); cron, Airflow and we take 5
         raise ConfigError(f"cron expression {cron!r} has {fields} field(s); give 5 ({FIELDS}), "
                           "e.g. '30 2 * * *' for 02:30 every day, or @daily")

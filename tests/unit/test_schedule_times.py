@@ -83,6 +83,8 @@ def test_times_fire_times_are_strictly_after_and_stop_at_the_end():
     ("0 0 31 4,6 *", r"never fires: day 31 never occurs in month 4,6"),
     ("0 0 32 * *", r"'0 0 32 \* \*': bad day-of-month; the fields are minute hour"),
     ("every day", r"has 2 field\(s\)"),
+    ("@daly", r"'@daly': unknown nickname; did you mean @daily\? The nicknames are @yearly, "),
+    ("@whenever", r"'@whenever': unknown nickname\. The nicknames are"),
 ])
 def test_times_bad_cron_is_refused_saying_what_is_wrong(cron, message):
     with pytest.raises(ConfigError, match=message):
