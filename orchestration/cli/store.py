@@ -34,5 +34,7 @@ def rebuild_command(root: RootUrl = DEFAULT_ROOT,
     with opened(root, store, create=True) as runs:
         added = runs.rebuild(root)
         url = runs.url
-    say(f"indexed {added} run(s) from {str(root).rstrip('/')}/runs into {url}")
+    folder = f"{str(root).rstrip('/')}/runs"
+    say(f"indexed {added} run(s) from {folder} into {url}" if added else
+        f"indexed 0 run(s): {url} already holds every run under {folder}")
 

@@ -468,6 +468,9 @@ def test_store_cli_rebuild_indexes_a_real_run(real_run, tmp_path):
     assert result.exit_code == 0 and "indexed 1 run(s)" in result.output
     listed = json.loads(_invoke(runs_app, "list", "--root", str(tmp_path), "--json").output)
     assert [(r["run_id"], r["status"]) for r in listed] == [("real1", "succeeded")]
+    again = _invoke(store_app, "rebuild", "--root", str(tmp_path))  # nothing missing: said so
+    assert again.exit_code == 0 and "indexed 0 run(s): sqlite:///" in again.output
+    assert "already holds every run under" in again.output
 
 
 def test_store_open_creates_root_and_uses_wal(tmp_path):
