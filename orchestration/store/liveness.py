@@ -7,7 +7,7 @@ import socket
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, case, select, update
+from sqlalchemy import Connection, Engine, case, literal, select, update
 
 from seqline.orchestration.processes import pid_alive
 from seqline.orchestration.store.engine import writing
@@ -108,6 +108,7 @@ def _interrupt(conn: Connection, run: Any) -> bool:
         conn.execute(update(stage_runs).where(
             stage_runs.c.run_id == run.run_id, stage_runs.c.status == was).values(
             status=status, reason=reason,  # (a stage started after that beat: at its start)
-            finished=case((stage_runs.c.started > ended, stage_runs.c.started), else_=ended)
+            finished=case((stage_runs.c.started > ended, stage_runs.c.started),
+                          else_=literal(ended, stage_runs.c.finished.type))
             if was == StageStatus.running else None))
     return True
