@@ -204,23 +204,6 @@ class TestStoreContract:
         assert stage["history"][0]["error"] == "ValueError: x"
         assert store.grid(["r"])["cells"]["s"]["r"]["attempts"] == 2
 
-    def test_store_counts_only_the_attempts_that_did_work(self, store):
-        """A stage a failed attempt never reached (skipped) is on its first attempt when the
-        resumed run runs it: `runs show`, the dashboard and the grid say 1, not 2."""
-        _new_run(store, "r")
-        never = store.start_stage("r", "late", "preprocess", params={}, cache_key=None,
-                                  status="pending")
-        store.finish_stage(never, "skipped", counts={}, seconds=None, waited_input=0.0,
-                           waited_output=0.0, max_in_flight=0)
-        again = store.start_stage("r", "late", "preprocess", params={}, cache_key=None,
-                                  attempt=2)
-        store.finish_stage(again, "succeeded", counts=COUNTS, seconds=1.0, waited_input=0.0,
-                           waited_output=0.0, max_in_flight=1)
-        (stage,) = store.show_run("r")["stages"]
-        assert (stage["status"], stage["attempts"]) == ("succeeded", 1)
-        assert [h["status"] for h in stage["history"]] == ["skipped"]
-        assert store.grid(["r"])["cells"]["late"]["r"]["attempts"] == 1
-
     def test_store_find_cached_returns_the_newest_hit(self, store):
         for run_id in ("old", "new"):
             _new_run(store, run_id)

@@ -206,3 +206,21 @@ def test_shown_status_is_the_reapers_rule_without_the_write():
     ]
     for (status, beat, host, pid), expected in cases:
         assert shown_status(status, beat, LONG_AGO, host, pid) == expected, (status, host)
+
+
+def test_a_stage_counts_only_the_attempts_that_did_work(store):
+    """A stage a failed attempt never reached (skipped) is on its first attempt when the
+    resumed run runs it: `runs show`, the dashboard and the grid say 1, not 2."""
+    _run(store, "r")
+    never = store.start_stage("r", "late", "preprocess", params={}, cache_key=None,
+                              status="pending")
+    store.finish_stage(never, "skipped", counts={}, seconds=None, waited_input=0.0,
+                       waited_output=0.0, max_in_flight=0)
+    again = store.start_stage("r", "late", "preprocess", params={}, cache_key=None,
+                              attempt=2)
+    store.finish_stage(again, "succeeded", counts={"records_in": 1}, seconds=1.0,
+                       waited_input=0.0, waited_output=0.0, max_in_flight=1)
+    stage = {s["name"]: s for s in store.show_run("r")["stages"]}["late"]
+    assert (stage["status"], stage["attempts"]) == ("succeeded", 1)
+    assert [h["status"] for h in stage["history"]] == ["skipped"]
+    assert store.grid(["r"])["cells"]["late"]["r"]["attempts"] == 1
