@@ -97,7 +97,7 @@ def _interrupt(conn: Connection, run: Any) -> bool:
         else runs.c.heartbeat == run.heartbeat
     # It ended, as far as anyone can tell, at its last heartbeat (as its seconds count,
     # documents.ran_seconds), not when a reader happened to notice.
-    ended = run.heartbeat or run.started
+    ended = max(run.heartbeat or run.started, run.started)
     done = conn.execute(update(runs).where(
         runs.c.run_id == run.run_id, runs.c.status == RunStatus.running, same_beat).values(
         status=RunStatus.interrupted, finished=ended, error_message=interrupted(run.run_id)))
