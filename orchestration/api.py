@@ -22,9 +22,11 @@ from seqline.orchestration.plan import RunPlan, plan_run
 from seqline.orchestration.processes import signals_cancel, signals_held
 from seqline.orchestration.recorder import RunRecorder
 from seqline.orchestration.reports import RunReports, StageReport
+from seqline.orchestration.reruns import with_its_resume
 from seqline.orchestration.run_file import RunFile
 from seqline.orchestration.run_options import RunOptions
 from seqline.orchestration.runners import Runner, make_runner
+from seqline.orchestration.schedule.launch import root_text
 from seqline.orchestration.shard_reads import ShardReads
 from seqline.orchestration.store import DB_FILE, RunNotFound, RunStore
 from seqline.orchestration.store.engine import store_url
@@ -39,7 +41,7 @@ from seqline.pipeline.config import (
     parse_pipeline,
 )
 from seqline.pipeline.deadletters import ErrorBudget
-from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
+from seqline.pipeline.errors import RESUME, Cancelled, ConfigError, SeqlineError
 from seqline.pipeline.specs import PipelineSpec, StageSpec
 from seqline.pipeline.storage import Folder, absolute, open_root
 
@@ -234,6 +236,7 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
                 bus.publish(reports.run_ended(plan, "cancelled", cancelled))
                 raise cancelled from None
             except SeqlineError as exc:
+                _say_its_resume(exc, runs, root, store, run_id)
                 bus.publish(reports.run_ended(plan, "failed", exc))
                 if raise_on_error or isinstance(exc, ConfigError):
                     raise
@@ -253,6 +256,19 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
         late.run_id, late.succeeded = run_id, True  # (the command line says how to verify)
         raise late from None
     return RunResult(run_id, "succeeded", root, reports.stages, checks, plan=plan)
+
+
+def _say_its_resume(exc: SeqlineError, runs: RunStore, root: Folder, store: str | None,
+                    run_id: str) -> None:
+    """A failure said where the run was not known gives the run's own resume command, on
+    every surface alike (the terminal, the store, the launcher's last words)."""
+    if not (exc.args and isinstance(exc.args[0], str) and RESUME in exc.args[0]):
+        return
+    try:
+        run = runs.show_run(run_id)
+    except Exception:  # noqa: BLE001 - the store failing too: the hint stays as said
+        return
+    exc.args = (with_its_resume(exc.args[0], run, root_text(root), store), *exc.args[1:])
 
 
 def run_pipeline(spec: PipelineSpec, runner: Runner, root: Folder | str, run_id: str, *,

@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from seqline.orchestration.store.errors import shown_url
+from seqline.pipeline.errors import RESUME
 
-__all__ = ["RESUMABLE", "RerunCommand", "rerun_commands", "where_words"]
+__all__ = ["RESUMABLE", "RerunCommand", "rerun_commands", "where_words", "with_its_resume"]
 
 # A run that did not finish: what it committed is kept and the rest runs (`--resume`).
 RESUMABLE = ("failed", "cancelled", "interrupted")
@@ -98,3 +99,11 @@ def _runner_words(run: dict[str, Any]) -> list[str]:
         for option in options.get("options") or []:  # recorded as Beam takes them: --k=v
             words += ["--beam-option", str(option).lstrip("-")]
     return words
+
+
+def with_its_resume(message: str, run: dict[str, Any], root: str, store: str | None) -> str:
+    """`message` with the resume hint said where no run was known (errors.RESUME: a full
+    disk, Ray not starting) made this run's own command, as `runs show` prints it."""
+    found = [c.text for c in rerun_commands({**run, "status": "failed"}, root, store)
+             if c.action == "resume"] if RESUME in message else []
+    return message.replace(RESUME, f"`{found[0]}`") if found else message

@@ -46,7 +46,7 @@ from seqline.orchestration.environment import (
     tell_launcher,
 )
 from seqline.orchestration.store.errors import Conflict
-from seqline.pipeline.errors import Cancelled, ConfigError, SeqlineError
+from seqline.pipeline.errors import RESUME, Cancelled, ConfigError, SeqlineError
 
 if TYPE_CHECKING:
     from seqline.orchestration.plan import RunPlan
@@ -164,7 +164,10 @@ def run(
         fail(one_line(exc))
     except SeqlineError as exc:
         _print_run_json(as_json, root, store, run_id, None)
-        _fail(f"Run failed: {one_line(exc)}", 1)
+        said = one_line(exc)
+        if RESUME in said and run_id is not None:  # as execute() recorded it (_say_its_resume)
+            said = said.replace(RESUME, f"`{_resume_command(root, store, run_id, pipeline)}`")
+        _fail(f"Run failed: {said}", 1)
     except Cancelled as exc:
         code = 128 + signal.Signals[exc.signal].value
         if exc.run_id is None:  # while it was planned: nothing was recorded or written

@@ -187,8 +187,9 @@ def test_a_ray_cluster_that_is_not_there_fails_the_run_in_one_line_at_once(folde
     assert done.stderr.strip().splitlines() == [
         "Run failed: Ray did not start: the cluster at 127.0.0.1:1 cannot be reached "
         "(Connection refused). Check that it is up and that its address and port are right "
-        "(`ray status` on its head), then finish the run with `seqline run … --resume "
-        "--run-id ID`."], done.stderr
+        f"(`ray status` on its head), then finish the run with `seqline run {folder}/p.yaml "
+        f"--root {folder}/root --runner ray --workers 2 --ray-address 127.0.0.1:1 --resume "
+        "--run-id r1`."], done.stderr  # the run's own command, as `runs show` prints it
 
 
 def test_configuration_errors_are_found_before_anything_runs(folder):

@@ -29,7 +29,6 @@ from tests.scheduling import quick_project
 
 pytestmark = pytest.mark.e2e
 EXE = str(Path(sys.executable).parent / "seqline")
-FINISH = r"then finish the run with `seqline run … --resume --run-id ID`"
 
 
 @dataclass(frozen=True)
@@ -83,8 +82,10 @@ def test_a_run_on_a_full_disk_says_one_line_as_does_its_resume_which_then_finish
         assert re.fullmatch(
             rf"Run failed: the disk is full: writing {full_disk}/root/runs/r1/\.run\.json\."
             rf"tmp-\d+ failed \(No space left on device; 0 KiB free of 256 KiB there\)\. Free "
-            rf"space on that filesystem or give a --root on a larger one, {FINISH}: committed "
-            r"stages are kept\.", line), line
+            rf"space on that filesystem or give a --root on a larger one, then finish the run "
+            rf"with `seqline run {tmp_path}/quick\.yaml --root {full_disk}/root --store "
+            rf"sqlite:///{tmp_path}/runs\.db --runner local --workers 1 --resume --run-id r1`: "
+            r"committed stages are kept\.", line), line  # the run's own command, not a pattern
         assert said.told == line
         with RunStore.open(tmp_path, f"sqlite:///{tmp_path / 'runs.db'}") as store:
             run_error = store.show_run("r1")["error"]["message"]  # `runs show`, its page
@@ -161,7 +162,9 @@ def test_a_local_ray_that_cannot_start_on_a_full_temp_disk_fails_in_one_line(tmp
     assert (said.code, "\n" in line) == (1, False), said.stderr[-3000:]
     assert re.fullmatch(
         r"Run failed: Ray did not start: .*; its temp folder /mnt/seqline-ray-\d+-\w+ has 0 "
-        rf"MiB free: free space there or set TMPDIR to a folder with room, {FINISH}\.",
+        r"MiB free: free space there or set TMPDIR to a folder with room, then finish the run "
+        r"with `seqline run \S+/quick\.yaml --root \S+/root --runner ray --workers 1 --resume "
+        r"--run-id r1`\.",
         line), line
     assert said.told == line
 
