@@ -138,6 +138,7 @@ def run(
     from seqline.pipeline.config import load_pipeline
     from seqline.pipeline.storage import shown
 
+    made: Path | None = None  # the root's folder, if this command made it
     try:
         if run_id is not None:
             check_run_id(run_id)  # a name, never a path: before anything is made
@@ -155,12 +156,14 @@ def run(
             _print_plan(plan_pipeline(spec, options, root=root, store=store, run_id=run_id),
                         as_json, wide)
             return
-        _check_root(root)
+        made = _check_root(root)
         quiet_run(spec, options.output)  # here, before the progress bars take the terminal
         with stdout_to_stderr(as_json), progress_bars(spec) as progress:
             result = execute(spec, options, root=root, store=store, run_id=run_id,
                              pipeline_file=pipeline, subscribers=[progress])
     except (ConfigError, Conflict) as exc:  # a user's mistake, or a taken id: exit 2
+        if made is not None and made.is_dir() and not any(made.iterdir()):  # a --store typo
+            made.rmdir()
         fail(one_line(exc))
     except SeqlineError as exc:
         _print_run_json(as_json, root, store, run_id, None)
@@ -314,12 +317,14 @@ def _beam_options(given: list[str]) -> list[str]:
     return options
 
 
-def _check_root(root: str) -> None:
+def _check_root(root: str) -> Path | None:
     """A local root must be a folder seqline can write, before anything runs (a URL's
-    credentials and bucket are checked when the run store opens)."""
+    credentials and bucket are checked when the run store opens). The folder, if this made
+    it (removed again if the run is refused before anything is written there)."""
     if "://" in root:
-        return
+        return None
     folder = Path(root)
+    made = None if folder.exists() else folder
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -328,6 +333,7 @@ def _check_root(root: str) -> None:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ConfigError(f"--root {root}: not writable by this user. Give a folder you can "
                           "write, or set $SEQLINE_ROOT.")
+    return made
 
 
 def _resume_command(root: str, store: str | None, run_id: str | None, pipeline: Path) -> str:

@@ -176,6 +176,15 @@ def test_error_path_exits_with_its_code_and_message_and_no_traceback(folder, tex
     assert "Traceback" not in result.output
 
 
+def test_a_store_that_cannot_be_opened_leaves_no_root_folder_behind(folder):
+    """A --store typo refuses the run before anything is written: the root's folder that the
+    command made for it is gone again (a typo must not leave folders to clean up)."""
+    _prepare(folder, GOOD, {})
+    result = CliRunner().invoke(app, _run("--store", "postgresql+psycopg://ml@127.0.0.1:1/x"))
+    assert result.exit_code == 2, result.output
+    assert not (folder / "root").exists()
+
+
 def test_a_ray_cluster_that_is_not_there_fails_the_run_in_one_line_at_once(folder):
     """Ray itself tries a wrong address for as long as it is left to. (A process of its own:
     a test worker whose session Ray is up would run on that one.) Port 1: nothing listens."""
