@@ -11,7 +11,8 @@ from typing import Any
 from seqline.orchestration.store.errors import shown_url
 from seqline.pipeline.errors import RESUME
 
-__all__ = ["RESUMABLE", "RerunCommand", "rerun_commands", "where_words", "with_its_resume"]
+__all__ = ["RESUMABLE", "RerunCommand", "rerun_commands", "resume_command", "where_words",
+           "with_its_resume"]
 
 # A run that did not finish: what it committed is kept and the rest runs (`--resume`).
 RESUMABLE = ("failed", "cancelled", "interrupted")
@@ -101,9 +102,15 @@ def _runner_words(run: dict[str, Any]) -> list[str]:
     return words
 
 
+def resume_command(run: dict[str, Any], root: str, store: str | None) -> str | None:
+    """The command that finishes `run` once it has stopped (failed, cancelled), as `runs
+    show` prints it; None for a run that cannot be resumed (no pipeline file recorded)."""
+    return next((c.text for c in rerun_commands({**run, "status": "failed"}, root, store)
+                 if c.action == "resume"), None)
+
+
 def with_its_resume(message: str, run: dict[str, Any], root: str, store: str | None) -> str:
     """`message` with the resume hint said where no run was known (errors.RESUME: a full
-    disk, Ray not starting) made this run's own command, as `runs show` prints it."""
-    found = [c.text for c in rerun_commands({**run, "status": "failed"}, root, store)
-             if c.action == "resume"] if RESUME in message else []
-    return message.replace(RESUME, f"`{found[0]}`") if found else message
+    disk, Ray not starting) made this run's own command."""
+    command = resume_command(run, root, store) if RESUME in message else None
+    return message.replace(RESUME, f"`{command}`") if command else message

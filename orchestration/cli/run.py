@@ -339,15 +339,13 @@ def _check_root(root: str) -> Path | None:
 def _resume_command(root: str, store: str | None, run_id: str | None, pipeline: Path) -> str:
     """The command that finishes a cancelled run, as `runs show` and the run's page print it
     (its root, runner and options); the short form if the store cannot say."""
-    from seqline.orchestration.reruns import rerun_commands
+    from seqline.orchestration.reruns import resume_command
     from seqline.orchestration.schedule.launch import root_text
     from seqline.pipeline.storage import open_root
 
     run = run_document(root, store, run_id) if run_id else None
-    found = [c.text for c in rerun_commands({**run, "status": "cancelled"},
-                                            root_text(open_root(root)), store)
-             if c.action == "resume"] if run else []
-    return found[0] if found else f"seqline run {pipeline} --resume --run-id {run_id}"
+    found = resume_command(run, root_text(open_root(root)), store) if run else None
+    return found or f"seqline run {pipeline} --resume --run-id {run_id}"
 
 
 def _verify_command(root: str, store: str | None, run_id: str) -> str:

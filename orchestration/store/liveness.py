@@ -34,14 +34,16 @@ def interrupted(run_id: str) -> str:
             f"(`seqline runs show {run_id}` prints the whole command)")
 
 
+# A stage of an interrupted run that had not ended -> (its status, its reason): one at work
+# was stopped (cancelled), one waiting never ran (skipped); none of them failed.
+_UNENDED: dict[str, tuple[str, str]] = {
+    StageStatus.running: (StageStatus.cancelled, STAGE_INTERRUPTED),
+    StageStatus.pending: (StageStatus.skipped, STAGE_NOT_REACHED)}
+
+
 def interrupted_stage(status: str) -> tuple[str, str] | None:
-    """A stage of an interrupted run: (its status, its reason) if it had not ended: one at
-    work was stopped (cancelled), one waiting never ran (skipped), none of them failed."""
-    if status == StageStatus.running:
-        return StageStatus.cancelled, STAGE_INTERRUPTED
-    if status == StageStatus.pending:
-        return StageStatus.skipped, STAGE_NOT_REACHED
-    return None
+    """What a stage of an interrupted run shows as (see _UNENDED); None if it had ended."""
+    return _UNENDED.get(status)
 
 
 def driver_gone(heartbeat: datetime | None, started: datetime, host: str | None,
@@ -103,8 +105,7 @@ def _interrupt(conn: Connection, run: Any) -> bool:
         status=RunStatus.interrupted, finished=ended, error_message=interrupted(run.run_id)))
     if done.rowcount == 0:
         return False
-    for was in (StageStatus.running, StageStatus.pending):
-        status, reason = interrupted_stage(was) or (was, "")
+    for was, (status, reason) in _UNENDED.items():
         conn.execute(update(stage_runs).where(
             stage_runs.c.run_id == run.run_id, stage_runs.c.status == was).values(
             status=status, reason=reason,  # (a stage started after that beat: at its start)
