@@ -11,11 +11,13 @@ import subprocess
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
 from seqline.orchestration.cli import app
 from seqline.orchestration.store import RunStore
+from seqline.pipeline import tfrecord
 from tests import commands
 from tests.conftest import USERFNS
 from tests.e2e.test_cli import GOOD
@@ -127,6 +129,14 @@ PATHS = [
     ("a PostgreSQL store that is not up, listing runs", None, {},
      ["runs", "list", "--root", "root", "--store", "postgresql+psycopg://ml@127.0.0.1:1/x"], 2,
      r"^error: cannot open the run store at postgresql\+psycopg://ml@127\.0\.0\.1:1/x: "),
+    ("a TFRecord feature declared as a type its list cannot hold",
+     GOOD.replace('{format: csv, paths: ["in.csv"], block_records: 4}',
+                  '{format: tfrecord, paths: ["x.tfrecord"], schema: {x: double}}'),
+     {"x.tfrecord": tfrecord.frame(tfrecord.encode(tfrecord.normalize(
+         pa.record_batch({"x": [1, 2, 3]}))))}, _run(), 1,
+     r"^Run failed: stage 'read' \(line 3 of the pipeline file\): \S+x\.tfrecord: feature 'x' "
+     r"is stored as int64_list, which cannot be read as double \(declared in `schema:`, or "
+     r"the first file's type\)\. Declare it as int64, or convert it in a preprocess stage\.$"),
     ("bad option value", GOOD, {}, _run("--runner", "spark"), 2, r"Invalid value"),
     ("a secret in a Beam option", GOOD, {}, _run("--runner", "beam", "--beam-option",
                                                  "aws_secret_access_key=x"), 2,
@@ -156,11 +166,14 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return commands.seqline(*args)
 
 
-def _prepare(folder: Path, text: str | None, files: dict[str, str]) -> None:
+def _prepare(folder: Path, text: str | None, files: dict[str, str | bytes]) -> None:
     if text is not None:
         (folder / "p.yaml").write_text(text)
     for name, content in files.items():
-        (folder / name).write_text(content)
+        if isinstance(content, bytes):
+            (folder / name).write_bytes(content)
+        else:
+            (folder / name).write_text(content)
 
 
 @pytest.mark.parametrize(("text", "files", "args", "code", "message"),
