@@ -213,6 +213,7 @@ def execute(spec: PipelineSpec, options: RunOptions | None = None, *,
         StageError: a stage failed (unless `raise_on_error` is False).
     """
     options, run_id = _options_and_id(spec, options, run_id, fields)
+    _check_engine(options)
     root = absolute(open_root(root))
     quiet_run(spec, options.output)
     # Ctrl-C and SIGTERM cancel from here on (a cancel the process drops is found again), as
@@ -333,6 +334,15 @@ def run_options(spec: PipelineSpec, **fields: Any) -> RunOptions:
         engine.setdefault("working_dir", str(spec.base_dir))
     return RunOptions(**{k: v for k, v in fields.items() if k in own},
                       engine={**dict(fields.get("engine") or {}), **engine})
+
+
+def _check_engine(options: RunOptions) -> None:
+    """The engine's own options, checked before the run is recorded: a ConfigError."""
+    if options.runner == "beam":  # (Beam is imported here only when it runs)
+        from seqline.orchestration.runners.beam_options import scratch_location
+
+        scratch_location(list(options.engine.get("options") or []),
+                         options.engine.get("scratch"))
 
 
 def _runner(options: RunOptions) -> Runner:

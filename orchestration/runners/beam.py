@@ -20,6 +20,7 @@ from seqline.orchestration.events import BlockRetried, Occupancy, Subscriber
 from seqline.orchestration.processes import scratch_dir
 from seqline.orchestration.runners import beam_workers
 from seqline.orchestration.runners.base import Runner
+from seqline.orchestration.runners.beam_options import on_fn_api_runner, scratch_location
 from seqline.orchestration.runners.beam_scratch import (
     attempt_markers,
     charge,
@@ -40,7 +41,7 @@ from seqline.orchestration.runners.beam_transforms import (
 )
 from seqline.orchestration.runners.beam_workers import WorkersLost
 from seqline.pipeline.blocks import Block, batch_to_ipc
-from seqline.pipeline.errors import RESUME, Cancelled, ConfigError
+from seqline.pipeline.errors import RESUME, Cancelled
 from seqline.pipeline.tasks import BlockResult, MapTask
 
 __all__ = ["BeamRunner", "SeqlineMap"]
@@ -89,15 +90,7 @@ class BeamRunner(Runner):
         super().__init__(workers, window, publish)
         self.mode = mode
         self.options = list(options or [])
-        given = scratch or PipelineOptions(self.options).get_all_options().get("temp_location")
-        self.scratch: str | None = given.rstrip("/") if given else None
-        if self.scratch is None and not self._on_fn_api_runner:
-            raise ConfigError(
-                "runner beam: a Beam runner other than the FnApiRunner needs a location that "
-                "its workers and this driver both reach, for the blocks and their results. "
-                "Give it as Beam's temp_location: `--beam-option temp_location=URL` on the "
-                "command line, `--temp_location=URL` among the options in Python (gs://…, "
-                "s3://…, hdfs://…).")
+        self.scratch = scratch_location(self.options, scratch)  # (a ConfigError if unsound)
         self._work: set[str] = set()  # the stages' scratch folders, while they run
         self._jobs: set[str] = set()  # the keys of the jobs running (beam_workers.environment)
         self._aborted = False
@@ -164,7 +157,7 @@ class BeamRunner(Runner):
 
     @property
     def _on_fn_api_runner(self) -> bool:
-        return not any(o.startswith("--runner") for o in self.options)
+        return on_fn_api_runner(self.options)
 
     @property
     def _local_processes(self) -> bool:

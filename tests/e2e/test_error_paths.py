@@ -148,6 +148,14 @@ PATHS = [
      _run("--runner", "beam", "--beam-option", "runner=FlinkRunner"), 2,
      r"needs a location that its workers and this driver both reach.*`--beam-option "
      r"temp_location=URL` on the command line"),
+    ("a misspelt Beam option", GOOD, {}, _run("--runner", "beam", "--beam-option",
+                                             "temp_locaton=/tmp/x"), 2,
+     r"^error: runner beam: Beam has no option 'temp_locaton'; did you mean 'temp_location' "
+     r"\(`--beam-option temp_location=…`\)\?$"),
+    ("a Beam option its FnApiRunner would drop", GOOD, {},
+     _run("--runner", "beam", "--beam-option", "flink_conf_dir=/etc/flink"), 2,
+     r"^error: runner beam: Beam has no option 'flink_conf_dir', and its FnApiRunner would "
+     r"run without it\."),
 ]
 
 

@@ -236,3 +236,15 @@ def test_beam_cluster_runner_needs_a_shared_location(options):
         BeamRunner(options=options)
     runner = BeamRunner(options=[*options, "--temp_location=gs://bucket/tmp"])
     assert runner.scratch == "gs://bucket/tmp"
+
+
+def test_beam_options_unknown_to_beam():
+    # a likely typo fails on any runner; an option of no close name fails on the FnApiRunner
+    # (it would be dropped) and goes on to a cluster runner (a Java-side Flink option)
+    with pytest.raises(ConfigError, match="did you mean 'temp_location'"):
+        BeamRunner(options=["--runner=FlinkRunner", "--temp_locaton=s3://b/tmp"])
+    with pytest.raises(ConfigError, match="its FnApiRunner would run without it"):
+        BeamRunner(options=["--flink_conf_dir=/etc/flink"])
+    runner = BeamRunner(options=["--runner=FlinkRunner", "--temp_location=s3://b/tmp/",
+                                 "--flink_conf_dir=/etc/flink"])
+    assert runner.scratch == "s3://b/tmp"
