@@ -211,11 +211,13 @@ class Scheduler:
         for run_id, (code, words) in list(self.exited.items()):
             tick = self.launched.get(run_id)
             if tick is not None and not self.schedules.run_states([run_id]):
-                reason = (f"its run process exited with code {code} before recording run "
-                          f"{run_id} in the run store"
-                          + (f": {words}" if words else " (see its log)"))
+                said = (f"its run process exited with code {code} before recording run "
+                        f"{run_id} in the run store")
+                reason = said + (f": {words}" if words else " (see its log)")
                 self.schedules.update_tick(tick.id, status=TickStatus.failed, reason=reason)
-                self.log(f"{tick.schedule}: tick {iso(tick.fire_time)} failed: {reason}")
+                # (its last words are the line before: reap said them)
+                self.log(f"{tick.schedule}: tick {iso(tick.fire_time)} failed: "
+                         + (said if words else reason))
             self.launched.pop(run_id, None)  # recorded (or not needed): else the next pass
             del self.exited[run_id]
 

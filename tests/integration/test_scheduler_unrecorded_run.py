@@ -120,5 +120,10 @@ def test_a_run_whose_log_is_on_a_full_disk_still_tells_the_scheduler_its_error(
         assert tick.reason == ("its run process exited with code 2 before recording run "
                                "quick-20261120T010000Z in the run store: "
                                + said.split(": ", 1)[1])
+        # the error once in the scheduler's log: the tick's line refers to the one before
+        assert sum(said.split(": ", 1)[1] in line for line in lines) == 1, lines
+        assert lines[lines.index(said) + 1] == (
+            "quick: tick 2026-11-20T01:00:00+00:00 failed: its run process exited with code 2 "
+            "before recording run quick-20261120T010000Z in the run store")
     finally:
         store.close()
