@@ -148,10 +148,11 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]],
         shown = set(range(len(columns)))
     else:
         used = 1 + sum(least[i] for i in shown)
-        # by priority, a column with nothing to say in any row (blank, 0) after every other
+        # by priority, a column with nothing to say in any row (blank, 0) after every other,
+        # and one empty in every row not at all (a `reason` column where nothing failed)
         for i in sorted(set(range(len(columns))) - shown,
                         key=lambda i: (_blank(texts, i), columns[i].priority)):
-            if used + least[i] <= width:
+            if used + least[i] <= width and not all(not r[i].plain.strip() for r in texts):
                 shown.add(i)
                 used += least[i]
         for i in sorted(shown):  # what is left of the width goes to the prose

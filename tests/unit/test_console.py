@@ -111,6 +111,18 @@ def test_console_a_column_blank_in_every_row_yields_to_one_with_something_to_say
     assert hidden == ["filtered"]
 
 
+def test_console_a_column_empty_in_every_row_is_left_to_wide_on_a_terminal():
+    """`backfill` at 80 columns hid its fire times and showed an empty `reason` column."""
+    columns = [Column("run"), Column("fire time", 1), Column("reason", 2)]
+    rows = [["nightly-backfill-20261128T000000Z", "2026-11-28 00:00:00", ""],
+            ["nightly-backfill-20261129T000000Z", "2026-11-29 00:00:00", None]]
+    table, hidden = fitted_table(columns, rows, 50)
+    assert [str(c.header) for c in table.columns] == ["run"]
+    assert hidden == ["fire time", "reason"]
+    assert [str(c.header) for c in fitted_table(columns, rows, None)[0].columns] == [
+        "run", "fire time", "reason"]  # a pipe, a file, --wide: every column
+
+
 def test_console_prose_wraps_in_the_width_left_and_ids_stay_whole():
     """`--dry-run`'s reasons at 80 columns: `why` (prose) is shown, wrapped at words in what
     the always-shown columns and `component` leave, instead of folded away."""
