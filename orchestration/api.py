@@ -371,7 +371,7 @@ def _open_record(runs: RunStore, spec: PipelineSpec, plan: RunPlan,
                  "(nothing has run)"):
         if options.resume:
             try:
-                runs.resume_run(plan.run_id)
+                runs.resume_run(plan.run_id, options.runner, options.recorded)
                 return
             except RunNotFound:  # a run from before the store: it is recorded from here on
                 pass

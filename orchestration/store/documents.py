@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, func, select
 
 from seqline.orchestration.store.rows import iso
-from seqline.orchestration.store.statuses import COMMITTED, RunStatus, attempt_number
+from seqline.orchestration.store.statuses import COMMITTED, RAN, RunStatus, attempts
 from seqline.orchestration.store.tables import (
     COUNTS,
     artifacts,
@@ -115,7 +115,7 @@ def _stage(tried: list[Row[Any]], details: _Details) -> dict[str, Any]:
         "name": last.stage,
         "component": last.component,
         "status": last.status,
-        "attempts": attempt_number([r.status for r in tried[:-1]]),
+        "attempts": attempts([r.status for r in tried]),
         "stage_run_id": last.id,
         "started": iso(last.started),
         "finished": iso(last.finished),
@@ -137,12 +137,16 @@ def _stage(tried: list[Row[Any]], details: _Details) -> dict[str, Any]:
         "epochs": details.epochs.get(last.id, []),
         "evaluation": details.evaluation(last),
         "samples": details.samples.get(last.id, 0),
-        "history": [_attempt(r) for r in tried[:-1]],
+        "history": [_attempt(r, [t.status for t in tried[:i + 1]])
+                    for i, r in enumerate(tried[:-1])],
     }
 
 
-def _attempt(r: Row[Any]) -> dict[str, Any]:
-    return {"attempt": r.attempt, "status": r.status, "started": iso(r.started),
+def _attempt(r: Row[Any], statuses: list[str]) -> dict[str, Any]:
+    """An earlier row of a stage; `attempt`: which attempt at the stage it was, None for a
+    row of a run's attempt that never ran it (skipped)."""
+    return {"attempt": attempts(statuses) if r.status in RAN else None, "status": r.status,
+            "started": iso(r.started),
             "finished": iso(r.finished), "seconds": r.seconds, "error": r.error}
 
 

@@ -34,7 +34,7 @@ from seqline.orchestration.store.statements import (
     STAGE_STATUSES,
     STAMP,
 )
-from seqline.orchestration.store.statuses import attempt_number
+from seqline.orchestration.store.statuses import attempts
 from seqline.orchestration.store.tables import RUN_STATUSES, runs, samples, stage_runs
 from seqline.orchestration.store.totals import Totals, read_totals
 from seqline.pipeline.errors import ConfigError
@@ -286,9 +286,9 @@ class RunReader:
         earlier: dict[tuple[str, str], list[str]] = defaultdict(list)
         for r in rows:  # ordered by id: a later attempt overwrites the earlier one
             tried = earlier[r.stage, r.run_id]
-            cells[r.stage][r.run_id] = {"status": r.status, "seconds": r.seconds,
-                                        "attempts": attempt_number(tried)}
             tried.append(r.status)
+            cells[r.stage][r.run_id] = {"status": r.status, "seconds": r.seconds,
+                                        "attempts": attempts(tried)}
         return {"runs": list(reversed(run_ids)), "stages": list(cells), "cells": dict(cells)}
 
     def history(self, pipeline: str, stage: str, limit: int = 30) -> list[dict[str, Any]]:

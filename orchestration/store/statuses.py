@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = ["COMMITTED", "ENDED", "GOING", "RAN", "RunStatus", "StageStatus", "TickStatus",
-           "TickTrigger", "Trigger", "attempt_number"]
+           "TickTrigger", "Trigger", "attempts"]
 
 # A StrEnum's members are their values (`RunStatus.failed == "failed"`, and JSON, SQL and
 # templates see "failed"): rows and documents keep plain strings, code names them here.
@@ -74,8 +74,8 @@ RAN = (StageStatus.succeeded, StageStatus.failed, StageStatus.cancelled, StageSt
 """A stage run in one of these does or did work in its run (not reused, not skipped)."""
 
 
-def attempt_number(earlier: list[str]) -> int:
-    """Which attempt at a stage its latest row is, given its earlier rows' statuses: one more
-    than those that did work. A stage a failed attempt never reached (skipped) is on its first
-    attempt when the resumed run runs it, as Airflow counts a task's tries."""
-    return 1 + sum(status in RAN for status in earlier)
+def attempts(statuses: list[str]) -> int:
+    """How many attempts at a stage did work, given its rows' statuses oldest first, the
+    latest included: an attempt that never reached it (skipped) or reused it (cached, kept)
+    does not count, as Airflow counts a task's tries; 0: it has not run in this run."""
+    return sum(status in RAN for status in statuses)

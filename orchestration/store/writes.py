@@ -91,11 +91,14 @@ class RunWriter:
                 ) from exc
             raise
 
-    def resume_run(self, run_id: str) -> None:
+    def resume_run(self, run_id: str, runner: str | None = None,
+                   options: dict[str, Any] | None = None) -> None:
         """Mark a run running again, driven by this process (trigger becomes `resume`).
 
         Args:
             run_id: the run to resume.
+            runner, options: how this attempt runs, if given: the run's record then says how
+                its latest attempt ran (its rerun command repeats that), not its first.
 
         Raises:
             RunNotFound: the store has no such run.
@@ -110,7 +113,9 @@ class RunWriter:
             conn.execute(update(runs).where(runs.c.run_id == run_id).values(
                 status=RunStatus.running, trigger="resume", finished=None, heartbeat=beat,
                 host=HOST, pid=os.getpid(), error_stage=None, error_seq=None,
-                error_message=None, error_traceback=None, resumed=beat, earlier_seconds=ran))
+                error_message=None, error_traceback=None, resumed=beat, earlier_seconds=ran,
+                **({"runner": runner} if runner else {}),
+                **({"options": options} if options is not None else {})))
 
     def heartbeat(self, run_id: str) -> None:
         """Say the run's driver is alive (call it every few seconds, well under 30 s).

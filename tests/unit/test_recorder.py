@@ -149,7 +149,8 @@ def test_recorder_records_how_each_stage_and_the_run_ended(tmp_path, pipeline, s
         "features": ("failed", 120, None, None, plan.step("features").reason, FAILURE),
         "again": ("skipped", None, None, None, SKIPPED, None),
     }
-    assert [s["attempts"] for s in stages.values()] == [1, 1, 1, 1]
+    # attempts that did work: the reused and the skipped stage did not run
+    assert [s["attempts"] for s in stages.values()] == [0, 1, 1, 0]
     write, features, again = stages["write"], stages["features"], stages["again"]
     assert (write["seconds"], write["waited_input"], write["waited_output"]) == (0.8, 0.3, 0.1)
     assert (write["max_in_flight"], write["block_retries"]) == (3, 1)
@@ -314,4 +315,4 @@ def test_recorder_of_a_resumed_run_keeps_committed_stages_and_counts_attempts(
     assert [(h["attempt"], h["status"], h["error"]) for h in stages["features"]["history"]] \
         == [(1, "failed", FAILURE)]
     assert [(h["attempt"], h["status"]) for h in stages["again"]["history"]] == [
-        (1, "skipped")]
+        (None, "skipped")]  # the first attempt never reached it: not an attempt of it

@@ -222,5 +222,22 @@ def test_a_stage_counts_only_the_attempts_that_did_work(store):
                        waited_input=0.0, waited_output=0.0, max_in_flight=1)
     stage = {s["name"]: s for s in store.show_run("r")["stages"]}["late"]
     assert (stage["status"], stage["attempts"]) == ("succeeded", 1)
-    assert [h["status"] for h in stage["history"]] == ["skipped"]
+    assert [(h["attempt"], h["status"]) for h in stage["history"]] == [(None, "skipped")]
     assert store.grid(["r"])["cells"]["late"]["r"]["attempts"] == 1
+
+
+def test_a_stage_that_has_not_run_has_no_attempts_and_a_resume_records_its_own_options(store):
+    """`runs show` said a skipped stage was on attempt 1; and a run first tried --one-by-one
+    and resumed as an assembly line still said `overlap: false` (and its rerun line
+    `--one-by-one`)."""
+    _run(store, "r")
+    never = store.start_stage("r", "late", "preprocess", params={}, cache_key=None,
+                              status="pending")
+    store.finish_stage(never, "skipped", counts={}, seconds=None, waited_input=0.0,
+                       waited_output=0.0, max_in_flight=0)
+    assert {s["name"]: s["attempts"] for s in store.show_run("r")["stages"]}["late"] == 0
+    assert store.grid(["r"])["cells"]["late"]["r"]["attempts"] == 0
+    store.finish_run("r", "failed")
+    store.resume_run("r", "ray", {"workers": 4, "overlap": True})
+    shown = store.show_run("r")
+    assert (shown["runner"], shown["options"]) == ("ray", {"workers": 4, "overlap": True})
