@@ -142,7 +142,19 @@ def no_run(run_id: str, root: str, store: str | None = None) -> NoReturn:
     `seqline runs list --root .seqline`, or pass the --root (or --store) the run used
     """
     where = f"in the run store {shown_url(store)}" if store else f"under --root {root}"
+    if store is None and (absent := _no_store(root)) is not None:  # (runs list would fail)
+        fail(f"no run {run_id!r} under --root {root}: nothing has run there (no run store at "
+             f"{absent}); pass the --root (or --store) the run used")
     fail(str(RunNotFound(run_id, where, root)))
+
+
+def _no_store(root: str) -> Path | None:
+    from seqline.pipeline.storage import open_root
+
+    try:
+        return missing_store(open_root(root), None)
+    except SeqlineError:  # a root that cannot be opened says so where it is opened
+        return None
 
 
 def missing_store(root: Folder, url: str | None) -> Path | None:

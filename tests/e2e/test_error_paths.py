@@ -116,6 +116,10 @@ PATHS = [
      r"--root bogus://x: unknown scheme 'bogus'"),
     ("unknown run id for verify", None, {}, ["verify", "nosuch", "--root", "root"], 2,
      r"no run 'nosuch' under \S+root"),
+    ("a run id under a root where nothing has run", None, {},
+     ["verify", "first", "--root", "elsewhere"], 2,
+     r"^error: no run 'first' under --root elsewhere: nothing has run there \(no run store at "
+     r"elsewhere/seqline\.db\); pass the --root \(or --store\) the run used$"),
     ("unknown run id for resume", GOOD, {}, _run("--resume"), 2,
      r"no run 'r1' to resume under root/runs; check --run-id and --root"),
     ("a PostgreSQL store that is not up", GOOD, {},
