@@ -243,6 +243,7 @@ class RunEnded(Event):
     ran: int  # stages run now (to their commit, their failure or their stop: cancelled)
     reused: int  # stages reused or kept
     not_run: int = 0  # stages that did nothing (skipped)
+    kept: int = 0  # of `reused`, those kept from the run's earlier attempt (a resume)
     message: str | None = None
     traceback: str | None = None
     error_stage: str | None = None

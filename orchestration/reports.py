@@ -82,7 +82,7 @@ class RunReports:
         reused = sum(s in ("cached", "kept") for s in ended)
         stage_error = error if isinstance(error, StageError) else None
         return RunEnded(status=status, ran=ran, reused=reused,
-                        not_run=len(plan.steps) - ran - reused,
+                        not_run=len(plan.steps) - ran - reused, kept=ended.count("kept"),
                         message=error_line(error) if error else None,
                         # a cancel is not an error: where the signal found the driver
                         # tells nothing (a traceback of SIGTERM's handler was stored)

@@ -290,6 +290,9 @@ def _told(event: Event) -> tuple[int, str, str | None] | None:
 
 
 def _ran(event: RunEnded) -> str:
-    """Example: "ran 1 stage, reused 2"; "ran 1 stage, reused 0, 3 not run"."""
+    """Example: "ran 1 stage, reused 2"; "ran 1 stage, reused 0, 3 not run"; a resume's
+    "ran 4 stages, reused 0, kept 2 from the earlier attempt" (as the terminal says it)."""
     not_run = f", {event.not_run} not run" if event.not_run else ""
-    return f"ran {event.ran} stage{'s' * (event.ran != 1)}, reused {event.reused}{not_run}"
+    kept = f", kept {event.kept} from the earlier attempt" if event.kept else ""
+    return (f"ran {event.ran} stage{'s' * (event.ran != 1)}, reused {event.reused - event.kept}"
+            f"{kept}{not_run}")

@@ -135,6 +135,16 @@ def test_run_log_tells_the_stages_story_from_events_but_not_progress(tmp_path):
     assert len(_lines(tmp_path)) == 6  # RunEnded closed it
 
 
+def test_run_log_says_kept_stages_as_the_terminal_does(tmp_path):
+    """A resume's log ended "reused 2" where the terminal said "2 kept from the earlier
+    attempt": reused means the cache."""
+    log = RunLog(tmp_path, ["read", "features"])
+    log(RunEnded(status="succeeded", ran=4, reused=3, kept=2))
+    [line] = _lines(tmp_path)
+    assert line["message"] == (
+        "run succeeded; ran 4 stages, reused 1, kept 2 from the earlier attempt")
+
+
 def test_run_log_failure_before_any_stage_is_an_error_line(tmp_path):
     log = RunLog(tmp_path, ["read"])
     log(RunEnded(status="failed", ran=1, reused=0, message="ray.init failed: no socket"))
