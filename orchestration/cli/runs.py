@@ -30,7 +30,7 @@ from seqline.orchestration.cli.options import (
     print_json,
 )
 from seqline.orchestration.environment import DEFAULT_ROOT
-from seqline.orchestration.store.statuses import RunStatus
+from seqline.orchestration.store.statuses import RunStatus, Trigger
 from seqline.pipeline.errors import RunNotFound, SeqlineError
 
 __all__ = ["run_document", "runs_app"]
@@ -60,6 +60,8 @@ def list_command(
     store: Store = None,
     pipeline: Annotated[str | None, typer.Option(help="Only this pipeline's runs.")] = None,
     status: Annotated[RunStatus | None, typer.Option(help="Only runs in this status.")] = None,
+    trigger: Annotated[Trigger | None, typer.Option(
+        help="Only runs started so: by hand, by a schedule, a backfill or a resume.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
     wide: Wide = False,
     as_json: AsJson = False,
@@ -68,7 +70,7 @@ def list_command(
     with opened(root, store) as runs:
         runs.reap_interrupted()
         rows = runs.list_runs(pipeline=pipeline, status=status.value if status else None,
-                                limit=limit)
+                              trigger=trigger.value if trigger else None, limit=limit)
     if as_json:
         print_json(rows)
     else:

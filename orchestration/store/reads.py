@@ -76,12 +76,13 @@ class RunReader:
     # -- runs, as `seqline runs` prints them ------------------------------------------------
 
     def list_runs(self, *, pipeline: str | None = None, status: str | None = None,
-                  limit: int = 50) -> list[dict[str, Any]]:
+                  trigger: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """The newest runs first, as stored, as `seqline runs list --json` prints them.
 
         Args:
             pipeline: only this pipeline's runs.
             status: only runs in this status.
+            trigger: only runs started so (manual, schedule, backfill, resume).
             limit: at most this many.
 
         Returns:
@@ -99,6 +100,8 @@ class RunReader:
         query = _newest_first(pipeline, None)
         if status is not None:
             query = query.where(runs.c.status == status)
+        if trigger is not None:
+            query = query.where(runs.c.trigger == trigger)
         with self.engine.connect() as conn:
             return [run_summary(row) for row in conn.execute(query.limit(limit))]
 

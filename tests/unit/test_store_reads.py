@@ -174,6 +174,17 @@ def test_list_runs_refuses_an_unknown_status_and_a_limit_below_1(tmp_path):
             store.list_runs(limit=0)
 
 
+def test_list_runs_by_trigger_as_the_dashboards_api_filters_them(store):
+    """`/api/runs?trigger=` is "as `seqline runs list --json`": the command filters so too."""
+    _run(store, "by-hand")
+    _run(store, "nightly-20261129T000000Z", trigger="schedule")
+    assert [r["run_id"] for r in store.list_runs(trigger="schedule")] == [
+        "nightly-20261129T000000Z"]
+    assert [r["run_id"] for r in store.list_runs(trigger="manual")] == ["by-hand"]
+    assert [r["run_id"] for r in store.list_runs_shown(trigger="schedule")] == [
+        "nightly-20261129T000000Z"]
+
+
 def test_stale_is_older_than_30_s(tmp_path):
     with RunStore.open(tmp_path) as store:
         _run(store, "a")
