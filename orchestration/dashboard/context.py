@@ -3,8 +3,9 @@ the runs page's data (a page of runs, its grid, the filters), which is all reads
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlencode
@@ -23,7 +24,8 @@ from seqline.orchestration.store import RunReader, ScheduleStore
 from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
 from seqline.pipeline.storage import Folder
 
-__all__ = ["GRID_RUNS", "GZIPPED", "Dashboard", "dashboard_of", "page_number", "runs_view"]
+__all__ = ["GRID_RUNS", "GZIPPED", "Dashboard", "dashboard_of", "page_number", "run_labels",
+           "runs_view"]
 
 # Gzip for the routes whose answers are made per request (HTML, JSON and the vendored
 # scripts shrink 3-4x). Not an app-wide middleware: the live pages keep their gzipped bytes
@@ -38,6 +40,9 @@ FILTERS = ("pipeline", "status", "trigger")  # the runs page's, kept in its link
 # its pipeline shows up in its history: fifty people opening it within 2 s cost one render.
 # A live page is refreshed by its stream anyway.
 UNWATCHED_SECONDS = 2.0
+# A grid column's label is widened to at least this many characters where it can be: "1" and
+# "2" (from run-1, run-2) are too small to read or click.
+LABEL_CHARS = 4
 
 
 @dataclass
@@ -136,9 +141,10 @@ def page_number(request: Request, name: str) -> int:
 
 def runs_view(dash: Dashboard, query: Mapping[str, str]) -> dict[str, Any]:
     """What the runs page shows: a page of runs (RunReader.runs_page, 50 newest first), the
-    grid of its first GRID_RUNS runs × stages, the filters, and links to the pages of older
-    and newer runs that keep the filters (`?older=RUN_ID`, `?newer=RUN_ID`). Four reads at
-    most, whatever the number of runs in the store.
+    grid of its first GRID_RUNS runs × stages (each run's column head: run_labels), the
+    filters, and links to the pages of older and newer runs that keep the filters
+    (`?older=RUN_ID`, `?newer=RUN_ID`). Four reads at most, whatever the number of runs in
+    the store.
 
     Args:
         dash: the server's state.
@@ -157,8 +163,58 @@ def runs_view(dash: Dashboard, query: Mapping[str, str]) -> dict[str, Any]:
     kept = {k: v for k, v in chosen.items() if v}
     links = {key: f"/?{urlencode({**kept, key: page[key]})}" if page[key] else None
              for key in ("older", "newer")}
-    return {"runs": page["runs"], "grid": dash.reader.grid(
-        [r["run_id"] for r in page["runs"][:GRID_RUNS]]), "chosen": chosen,
-        "pipelines": dash.reader.pipelines(), "statuses": RUN_STATUSES, "triggers": TRIGGERS,
+    grid = dash.reader.grid([r["run_id"] for r in page["runs"][:GRID_RUNS]])
+    return {"runs": page["runs"], "grid": grid, "run_labels": run_labels(grid["runs"]),
+        "chosen": chosen, "pipelines": dash.reader.pipelines(), "statuses": RUN_STATUSES,
+        "triggers": TRIGGERS,
         "part": query.get("part"), "older": links["older"], "newer": links["newer"],
         "paged": True}
+
+
+def run_labels(run_ids: Iterable[str]) -> dict[str, str]:
+    """A short label per run id, unique among them (the grid's column heads): what the ids do
+    not all share, cut where a word or number begins or ends, widened to LABEL_CHARS where
+    that is too short. One id alone keeps its whole id.
+
+    Example: nightly-backfill-20261120T013000Z, nightly-backfill-20261121T013000Z ->
+    20261120, 20261121; strict, strict2 -> strict, strict2; run-1, run-2 -> run-1, run-2.
+    """
+    ids = list(dict.fromkeys(run_ids))
+    if len(ids) < 2:
+        return {r: r for r in ids}
+    shared = len(os.path.commonprefix(ids))
+    # the suffix never overlaps the prefix: "ab" and "abab" share both "ab"s, not 4 chars
+    tail = min(len(os.path.commonprefix([r[::-1] for r in ids])),
+               min(len(r) for r in ids) - shared)
+    # where each label may start (chars dropped at the front) and end (at the back), nearest
+    # to the ids' difference first; 0 always, so the whole id is the widest.
+    fronts = [c for c in range(shared, -1, -1) if all(_starts_word(r, c) for r in ids)]
+    backs = [k for k in range(tail, -1, -1) if all(_ends_word(r, len(r) - k) for r in ids)]
+    front, back = fronts.pop(0), backs.pop(0)
+    while min(len(r) - back - front for r in ids) < LABEL_CHARS and (fronts or backs):
+        if fronts:  # the front first: "run-1" says more than "1-nightly"
+            front = fronts.pop(0)
+        else:
+            back = backs.pop(0)
+    # every id is the shared front + its own part + the shared back, so the labels differ
+    return {r: r[front:len(r) - back] for r in ids}
+
+
+def _kind(char: str) -> str:
+    return "digit" if char.isdigit() else "letter" if char.isalpha() else "mark"
+
+
+def _starts_word(run_id: str, at: int) -> bool:
+    """Whether a label may start at `at`: a letter or digit after a change of kind
+    ("backfill-|2026", "20261120T|0130")."""
+    if at in (0, len(run_id)):
+        return True
+    return _kind(run_id[at]) != "mark" and _kind(run_id[at - 1]) != _kind(run_id[at])
+
+
+def _ends_word(run_id: str, at: int) -> bool:
+    """Whether a label may end at `at` (exclusive): a letter or digit before a change of
+    kind ("20261120|T0130", "0130|-ab")."""
+    if at in (0, len(run_id)):
+        return True
+    return _kind(run_id[at - 1]) != "mark" and _kind(run_id[at - 1]) != _kind(run_id[at])

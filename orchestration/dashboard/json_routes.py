@@ -13,6 +13,7 @@ from starlette.routing import Route
 from seqline.orchestration.dashboard.context import GZIPPED, dashboard_of, page_number
 from seqline.orchestration.dashboard.page_data import stage_view
 from seqline.orchestration.dashboard.schedules import schedules_view
+from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
 
 __all__ = ["routes"]
 
@@ -26,8 +27,11 @@ def _json(data: Any) -> JSONResponse:
 def runs(request: Request) -> JSONResponse:
     """`/api/runs?pipeline=&status=&trigger=&limit=&older=&newer=`: as `seqline runs list
     --json`, a page at a time: the body stays the list, and a Link header (RFC 8288, as
-    GitHub's API pages) names the next (older) and previous (newer) pages."""
+    GitHub's API pages) names the next (older) and previous (newer) pages. An unknown status
+    or trigger is a 400 naming the valid ones (as the CLI's exit 2)."""
     q = request.query_params
+    for name, known in (("status", RUN_STATUSES), ("trigger", TRIGGERS)):
+        _check_one_of(name, q.get(name), known)
     limit = q.get("limit", "50")
     size = min(int(limit), 1000) if limit.isdigit() and int(limit) > 0 else 50
     page = dashboard_of(request).reader.runs_page(
@@ -39,6 +43,18 @@ def runs(request: Request) -> JSONResponse:
              for key, rel in (("older", "next"), ("newer", "prev")) if page[key]]
     return JSONResponse(page["runs"], headers={"Cache-Control": "no-store",
                                                **({"Link": ", ".join(links)} if links else {})})
+
+
+def _check_one_of(name: str, value: str | None, known: tuple[str, ...]) -> None:
+    """A filter's value must be one it knows, as `seqline runs list --status` says: an unknown
+    one is a 400 naming the valid ones, not an empty list that reads as "no such runs".
+
+    Example: status "bogus" -> 400 {"error": "invalid status: 'bogus' is not one of
+    'queued', 'running', …"}.
+    """
+    if value and value not in known:
+        raise HTTPException(400, f"invalid {name}: {value!r} is not one of "
+                                 f"{', '.join(repr(str(k)) for k in known)}")
 
 
 def run(request: Request) -> JSONResponse:

@@ -23,7 +23,7 @@ from seqline.orchestration.dashboard.context import (
 from seqline.orchestration.dashboard.live import Snapshot
 from seqline.orchestration.dashboard.page_data import run_view, stage_view
 from seqline.orchestration.dashboard.run_facts import options_in_words
-from seqline.orchestration.dashboard.schedules import schedules_view
+from seqline.orchestration.dashboard.schedules import in_zone, schedules_view
 from seqline.orchestration.dashboard.units import FILTERS, significant
 from seqline.orchestration.reruns import RerunCommand, rerun_commands
 from seqline.orchestration.schedule.launch import root_text
@@ -43,6 +43,7 @@ env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoesca
 # The numbers' formats live in units.py (tests import _significant from here).
 _significant = significant
 env.filters.update(FILTERS)
+env.filters["in_zone"] = in_zone  # the schedules page's fire times in each schedule's zone
 
 
 def compile_templates() -> None:

@@ -1,16 +1,17 @@
-"""The schedules page's data: next fire times (UTC and the schedule's zone), recent ticks."""
+"""The schedules page's data: each schedule as `schedule show --json` has it, next fire times
+and recent ticks; the page says the fire times in the schedule's zone too (`in_zone`)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from seqline.orchestration.schedule.listing import tick_rows
-from seqline.orchestration.schedule.ticks import first_after
-from seqline.orchestration.schedule.times import explain, next_fire_times, zone
+from seqline.orchestration.schedule.listing import schedule_detail
+from seqline.orchestration.schedule.times import zone
 from seqline.orchestration.store import ScheduleStore
-from seqline.orchestration.store.rows import iso, now
+from seqline.orchestration.store.rows import now
 
-__all__ = ["schedules_view"]
+__all__ = ["in_zone", "schedules_view"]
 
 NEXT = 5  # fire times to show ahead
 RECENT = 10  # ticks to show back
@@ -25,20 +26,19 @@ def schedules_view(stored: ScheduleStore) -> dict[str, Any]:
     Returns:
         {"available": True, "why": None, "schedules": [...]}: the page's context (the store
         is migrated before the dashboard serves, so its schedule tables are always there).
+        Each schedule is `seqline schedule show NAME --json`'s object (listing.schedule_detail:
+        "explanation", "next" as UTC ISO times, …) with NEXT fire times and RECENT ticks, so
+        that /api/schedules and the CLI name and shape their fields alike.
     """
-    out = []
-    for s in stored.list_schedules():
-        last = stored.latest_tick(s.name)
-        recent = stored.ticks_of(s.name, limit=RECENT)
-        states = stored.run_states([t.run_id for t in recent if t.run_id])
-        after = max(now(), first_after(s, last.fire_time if last else None))
-        local = zone(s.tz)
-        out.append({
-            "name": s.name, "pipeline": s.pipeline, "cron": s.cron, "tz": s.tz,
-            "explain": explain(s.cron), "paused": s.paused, "runner": s.runner,
-            "overlap": s.overlap, "catchup": s.catchup,
-            "next": [{"utc": iso(t), "local": t.astimezone(local).isoformat(timespec="seconds")}
-                     for t in next_fire_times(s.cron, s.tz, after, NEXT, s.end)],
-            "ticks": tick_rows(recent, states),
-        })
-    return {"available": True, "why": None, "schedules": out}
+    at = now()
+    return {"available": True, "why": None,
+            "schedules": [schedule_detail(stored, s, at, NEXT, RECENT)
+                          for s in stored.list_schedules()]}
+
+
+def in_zone(utc: str, tz: str) -> str:
+    """A UTC ISO time (a schedule's next fire time) in the IANA zone `tz`, ISO to the second.
+
+    Example: "2026-12-01T07:30:00+00:00", "America/New_York" -> "2026-12-01T02:30:00-05:00".
+    """
+    return datetime.fromisoformat(utc).astimezone(zone(tz)).isoformat(timespec="seconds")

@@ -55,7 +55,8 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]],
     A resumed run's timeline is its last attempt's, from when it was resumed; the stages the
     earlier attempt committed are marks there, as reused ones.
 
-    A stage that ran is a `working` bar from its start to its end, with the seconds it waited
+    A stage that ran is a `working` bar from its start to its end (its tooltip says its
+    recorded seconds, as its table row, see _bar_seconds), with the seconds it waited
     on input or on output drawn over it (`wait_spans`); a cancelled one too, for the time it
     ran, with its reason beside it ("stopped after 1.20 s: …"); a reused stage is a `reused`
     mark and its reason; a skipped stage (it did nothing) only its reason.
@@ -102,8 +103,7 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]],
             width = max(round(x(t1) - x(t0), 1), MARK_UNITS if state == "reused"
                         else MIN_BAR_UNITS)
             row["bar"] = {"x": min(x(t0), layout.width - width), "w": width, "state": state,
-                          "seconds": round(max(t1 - t0, 0.0), 3) if state != "reused"
-                          else stage["seconds"]}
+                          "seconds": _bar_seconds(stage, state, t0, t1)}
             if state != "reused":
                 spans = wait_spans(t0, t1, samples.get(stage["name"]), stage, MIN_UNITS / scale)
                 row["waits"] = [{"x": x(a), "w": max(round(x(b) - x(a), 1), 0.5),
@@ -120,6 +120,16 @@ def timeline(run: dict[str, Any], samples: dict[str, dict[str, list[Any]]],
     return {"width": layout.width, "height": len(rows) * ROW + 18, "label": layout.label,
             "rows": rows,
             "ticks": ticks, "states": STATES, "starts": starts, "span": round(span, 3)}
+
+
+def _bar_seconds(stage: dict[str, Any], state: str, t0: float, t1: float) -> float | None:
+    """What a bar's tooltip says: the stage's recorded seconds, as its table row and the
+    terminal say them (its end minus its start can differ: 0.035 s, "0.04 s", for a stage
+    of 0.0347 s, "0.03 s"); a running stage has none recorded yet: its start to now (a
+    reused stage without any: none)."""
+    if stage["seconds"] is not None and stage["status"] != "running":
+        return float(stage["seconds"])
+    return None if state == "reused" else round(max(t1 - t0, 0.0), 3)
 
 
 def _state(status: str, ended: bool) -> str | None:

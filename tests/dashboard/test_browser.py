@@ -379,10 +379,11 @@ def test_a_stage_rate_chart_agrees_with_its_table(server, page, stage):
     first = page.evaluate("document.querySelector('#chart-stage-rate').uplot.data[0][0]")
     assert first == pytest.approx(0, abs=0.001)
     page.goto(server.url + "/runs/demo-a")
-    seconds = _seconds(page.locator(f"tr.stage-row[data-stage={stage}] td.seconds").inner_text())
-    bar = page.locator(f"svg.timeline g.tl-row[data-stage={stage}] rect.tl-bar").get_attribute(
-        "data-seconds")
-    assert float(bar) == pytest.approx(seconds, abs=0.006)  # the table's 2 decimals
+    cell = page.locator(f"tr.stage-row[data-stage={stage}] td.seconds").inner_text()
+    drawn = page.locator(f"svg.timeline g.tl-row[data-stage={stage}] rect.tl-bar")
+    assert float(drawn.get_attribute("data-seconds")) == pytest.approx(_seconds(cell), abs=0.006)
+    # its tooltip says the table's seconds, not its start to its end (0.04 s beside 0.03 s)
+    assert drawn.locator("title").text_content().endswith(f", {cell.strip()}")
     assert page.problems == []
 
 

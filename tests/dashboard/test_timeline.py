@@ -14,6 +14,7 @@ from seqline.orchestration.dashboard.timeline import (
     timeline,
     wait_spans,
 )
+from seqline.orchestration.dashboard.units import duration
 from seqline.orchestration.plan import KEPT
 
 T0 = 1_000.0
@@ -209,3 +210,16 @@ def test_a_resumed_runs_timeline_is_its_last_attempt_with_the_kept_stages_as_mar
     assert rows["read"]["bar"]["state"] == "reused" and rows["read"]["note"]["text"] == KEPT
     assert rows["work"]["bar"]["state"] == "working" and rows["work"]["bar"]["seconds"] == 2.0
     assert bottleneck(stages)["name"] == "work"  # (read's 8 s were the earlier attempt's)
+
+
+def test_a_bars_seconds_are_its_tables_recorded_seconds_not_its_wall_clock():
+    """features took 0.0347 s: its table and the terminal say 0.03 s; its start to its end,
+    0.035 s rounded to the ms, said 0.04 s. A running stage (none recorded): start to now."""
+    start = 1_763_600_000.0  # a Unix time, as the store's: its float's noise is in the ms
+    stages = [_stage("features", t0=start, t1=start + 0.0347, seconds=0.0347),
+              _stage("model", "running", t0=start + 0.0347, t1=None, seconds=None)]
+    run = {**_run(stages, "running"), "t0": start, "t1": start + 2.0}
+    rows = {r["name"]: r for r in timeline(run, {})["rows"]}
+    assert rows["features"]["bar"]["seconds"] == 0.0347
+    assert duration(rows["features"]["bar"]["seconds"]) == duration(0.0347) == "0.03 s"
+    assert rows["model"]["bar"]["seconds"] == pytest.approx(2.0 - 0.0347, abs=1e-3)
