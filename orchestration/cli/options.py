@@ -192,7 +192,8 @@ def opened(root: Path | str, url: str | None, *, create: bool = False) -> Iterat
         root: `--root`.
         url: `--store`, or None.
         create: make the store if there is none. Only the commands that write runs or
-            schedules do (`run`, `schedule add`, `scheduler`, `store rebuild`); a reader given
+            schedules do (`run`, `schedule add`, `store rebuild`; `scheduler` at a --store
+            URL: a root without a store has no schedules for it); a reader given
             a root with no store exits 2 and creates nothing (a typo in --root must not leave
             an empty store behind that answers every later question with nothing).
     """

@@ -32,7 +32,7 @@ from seqline.orchestration.cli.options import (
 from seqline.orchestration.environment import DEFAULT_ROOT
 from seqline.pipeline.errors import SeqlineError
 
-__all__ = ["schedule_app"]
+__all__ = ["fire_time_cell", "schedule_app"]
 
 schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
                            pretty_exceptions_enable=False,
@@ -206,9 +206,17 @@ def export_command(
 SCHEDULE_COLUMNS = [Column("name"), Column("paused"), Column("next fire (UTC)", 1),
                     Column("cron", 1), Column("tz", 2), Column("runner", 4),
                     Column("overlap", 5), Column("catch-up", 5), Column("pipeline", 3)]
-# A tick's run id holds its fire time; the run and both statuses are always shown.
-TICK_COLUMNS = [Column("fire time (UTC)", 1), Column("trigger", 2), Column("status"),
-                Column("run"), Column("run status"), Column("reason", 3)]
+# A tick is its fire time (a skipped one has no run): it, the run and both statuses are always
+# shown (to the minute, they fit 80 columns with a backfill's run ids for a name like `nightly`).
+TICK_COLUMNS = [Column("fire time (UTC)"), Column("trigger", 1), Column("status"),
+                Column("run"), Column("run status"), Column("reason", 2, wraps=20)]
+
+
+def fire_time_cell(value: str | None) -> str:
+    """A stored fire time for a table, to the minute (cron fires on whole minutes):
+    "2026-11-28T00:00:00+00:00" -> "2026-11-28 00:00" (the column's header says UTC)."""
+    shown = format_time(value)
+    return shown[:16] if shown != value else shown
 
 
 def print_schedules(out: Console, rows: list[dict[str, Any]], wide: bool = False) -> None:
@@ -221,15 +229,23 @@ def print_schedules(out: Console, rows: list[dict[str, Any]], wide: bool = False
 
 def print_detail(out: Console, detail: dict[str, Any], wide: bool = False) -> None:
     """`schedule show` for a terminal: the schedule, its next fire times, its ticks."""
-    print_fields(out, [(key, "" if detail[key] is None else detail[key]) for key in (
+    print_fields(out, [(key, _field(detail[key])) for key in (
         "name", "pipeline", "cron", "explanation", "tz", "paused", "runner", "workers",
         "overlap", "catchup", "max_catchup", "start", "end", "created")])
     print_table(out, [Column("next fire times (UTC)")],
-                [[format_time(fire)] for fire in detail["next"]], wide=wide)
+                [[fire_time_cell(fire)] for fire in detail["next"]], wide=wide)
     if not detail["ticks"]:
         out.print("ticks: none yet (the scheduler records one at each fire time)",
                   highlight=False)
         return
     print_table(out, TICK_COLUMNS, [
-        [format_time(t["fire_time"]), t["trigger"], t["status"], t["run_id"], t["run_status"],
-         t["reason"]] for t in detail["ticks"]], wide=wide, title="ticks, newest first")
+        [fire_time_cell(t["fire_time"]), t["trigger"], t["status"], t["run_id"],
+         t["run_status"], t["reason"]] for t in detail["ticks"]], wide=wide,
+        title="ticks, newest first")
+
+
+def _field(value: object) -> object:
+    """A field's value as a person reads it: yes/no for a flag (--json keeps the boolean)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "" if value is None else value

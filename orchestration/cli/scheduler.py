@@ -8,22 +8,25 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from seqline.orchestration.cli.console import Column, console, format_time, print_table
+from seqline.orchestration.cli.console import Column, console, print_table
 from seqline.orchestration.cli.options import (
     AsJson,
     RootUrl,
     Store,
     Wide,
     fail,
+    missing_store,
     opened,
     output,
     print_json,
+    say,
     shown_url,
 )
+from seqline.orchestration.cli.schedule import fire_time_cell
 from seqline.orchestration.environment import DEFAULT_ROOT
 from seqline.orchestration.store.statuses import RunStatus, TickStatus
 from seqline.pipeline.errors import SeqlineError
@@ -38,9 +41,10 @@ Logs = Annotated[Path | None, typer.Option(
          "object-store root, ~/.seqline/logs/<root as a name>).")]
 
 
-# A tick's run id holds its fire time; the run, its status and the tick's are always shown.
-OUTCOME_COLUMNS = [Column("fire time (UTC)", 1), Column("run"), Column("run status"),
-                   Column("tick"), Column("reason", 2)]
+# Each row is a fire time: it, the run, its status and the tick's are always shown (to the
+# minute, they fit 80 columns with a backfill's run ids for a name like `nightly`).
+OUTCOME_COLUMNS = [Column("fire time (UTC)"), Column("run"), Column("run status"),
+                   Column("tick"), Column("reason", 1, wraps=20)]
 
 # The scheduler's lines carry no level; those that report a failure say so in these words
 # (a launch that failed, a run that exited non-zero, the store failing a pass).
@@ -90,10 +94,15 @@ def scheduler(
         signal.signal(number, on_signal)
     where = _root(root)
     folder = logs_folder(where, logs)
+    absent = None if store else missing_store(where, None)
+    if absent is not None:  # no schedule can be there: idling on a new store helps nobody
+        fail(f"no run store at {absent}, so no schedules; add one with `seqline schedule add "
+             f"NAME PIPELINE --cron CRON --root {root}`, or pass the --root (or --store) "
+             "where the schedules are")
     if not _store_opens(where, store, stop):
         log(f"scheduler stopped ({', '.join(stopped_by)}) before its run store opened")
         return
-    with opened(root, store, create=True) as runs:  # it records ticks: a store of its own
+    with opened(root, store, create=True) as runs:  # a --store server's tables: made
         launcher = ProcessLauncher(where, store, folder)
         daemon = Scheduler(runs, launcher, log=log)
         if not daemon.wait_for_lease(stop):  # a second scheduler: LeaseHeld, exit 2 (`opened`)
@@ -129,12 +138,14 @@ def backfill(
 ) -> None:
     """Run NAME once per fire time from --from to --to, oldest first (trigger `backfill`).
 
-    Waits for the runs. Running the same backfill again finishes what is left of it.
+    Waits for the runs. Running the same backfill again launches the fire times left without
+    a run; a run that failed is finished with `seqline run … --resume` (printed).
     """
     from sqlalchemy.exc import DBAPIError
 
+    from seqline.orchestration.reruns import RESUMABLE
     from seqline.orchestration.schedule.backfill import Backfill
-    from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder
+    from seqline.orchestration.schedule.launch import ProcessLauncher, logs_folder, root_text
     from seqline.orchestration.schedule.times import parse_time
     from seqline.orchestration.store.rows import iso
 
@@ -156,19 +167,69 @@ def backfill(
             words = str(exc.orig or exc).splitlines()[0]
             fail(f"backfill stopped: the run store {place} could not record a tick ({words}); "
                  "launched runs go on; run the same command again to launch the rest.", 1)
-    rows = [{"fire_time": iso(t.fire_time), "run_id": t.run_id if t.status == TickStatus.launched
-             else None, "status": t.status, "run_status": state, "reason": t.reason}
-            for t, state in outcome]
+        failed = {o.tick.run_id: runs.show_run(o.tick.run_id) for o in outcome
+                  if o.tick.run_id and o.run_status in RESUMABLE}
+    rows: list[dict[str, Any]] = [
+        {"fire_time": iso(o.tick.fire_time),
+         "run_id": o.tick.run_id if o.tick.status == TickStatus.launched else None,
+         "status": o.tick.status, "run_status": o.run_status, "reason": o.tick.reason,
+         "launched_now": o.launched_now} for o in outcome]
     if as_json:
         print_json(rows)
     else:
         print_table(console(), OUTCOME_COLUMNS, [
-            [format_time(r["fire_time"]), r["run_id"], r["run_status"], r["status"], r["reason"]]
-            for r in rows], wide=wide, title=f"backfill {name}")
-    if any(r["run_status"] != RunStatus.succeeded for r in rows
-           if r["status"] == TickStatus.launched) \
-            or any(r["status"] == TickStatus.failed for r in rows):
-        raise typer.Exit(1)
+            [fire_time_cell(r["fire_time"]), r["run_id"], r["run_status"], r["status"],
+             r["reason"]] for r in rows], wide=wide, title=f"backfill {name}")
+    _say_outcome(name, rows, failed, root_text(where), store, folder, as_json)
+
+
+def _say_outcome(name: str, rows: list[dict[str, Any]], failed: dict[str, dict[str, Any]],
+                 root: str, store: str | None, logs: Path, as_json: bool) -> None:
+    """What the backfill did, and for each fire time that did not succeed, why and what to run
+    next (on stderr, exit 1); `seqline run … --resume` for a run that failed."""
+    from seqline.orchestration.reruns import resume_command
+
+    launched = sum(r["launched_now"] for r in rows)
+    # a failed launch is this backfill's: it queues every earlier one again before it starts
+    tried = launched + sum(r["status"] == TickStatus.failed for r in rows)
+    did = (f"launched {launched} of {len(rows)} fire time(s)"
+           + (f" ({len(rows) - tried} already had runs)" if tried < len(rows) else "")
+           if tried else f"nothing left to run: {len(rows)} of {len(rows)} fire time(s) "
+                         "already have runs")
+    problems = [p for p in (_problem(r, failed, logs) for r in rows) if p]
+    if not problems:
+        if not as_json:
+            say(f"backfill {name}: {did}; every run succeeded.")
+        return
+    for problem in problems:
+        typer.echo(f"error: {problem}", err=True)
+    commands = [c for c in (resume_command(run, root, store) for run in failed.values()) if c]
+    ending = [f"backfill {name}: {did}; {len(problems)} failed."]
+    if any(r["status"] == TickStatus.failed or (r["run_id"] and r["run_status"] is None)
+           for r in rows):  # the next backfill launches these
+        ending.append("Fix the cause, then run the same backfill again: it launches the fire "
+                      "times left without a run.")
+    if commands:  # never launched again: resumed, its committed stages kept
+        ending.append(f"Finish the failed run{'s' if len(commands) > 1 else ''} with:")
+    typer.echo(" ".join(ending), err=True)
+    for command in commands:
+        typer.echo(f"  {command}", err=True)
+    raise typer.Exit(1)
+
+
+def _problem(row: dict[str, Any], failed: dict[str, dict[str, Any]], logs: Path) -> str | None:
+    """Why a fire time did not succeed, in one line (its run's stored error); None if it did
+    or needs nothing (a tick skipped: its run id was taken by an older run)."""
+    run_id, status = row["run_id"], row["run_status"]
+    if row["status"] == TickStatus.failed:
+        return f"fire time {row['fire_time']}: {row['reason']}"
+    if run_id is None or status == RunStatus.succeeded:
+        return None
+    if status is None:
+        return f"run {run_id} ended before it reached the run store: see {logs / run_id}.log"
+    error = (failed.get(run_id, {}).get("error") or {}).get("message") or ""
+    words = error.strip().split("\n")[0]
+    return f"run {run_id} {status}" + (f": {words}" if words else "")
 
 
 def _store_opens(where: Folder, url: str | None, stop: threading.Event) -> bool:

@@ -1,7 +1,8 @@
 """Commands that read the run store open an existing one or exit 2 in one line, creating
 nothing: a typo in --root must not leave an empty store that answers "no runs" ever after.
-Only `run`, `schedule add`, `scheduler` and `store rebuild` make one. And the errors of these
-commands speak in one voice: `error: <what>; <how to fix>`."""
+Only `run`, `schedule add` and `store rebuild` make one (`scheduler` only at a --store URL
+it is given). And the errors of these commands speak in one voice: `error: <what>; <how to
+fix>`."""
 
 from __future__ import annotations
 
@@ -101,7 +102,8 @@ def test_readers_verify_of_a_missing_root_creates_nothing(project):
     before = _listing(project)
     done = _seqline(project, "verify", "r1", "--root", "nope")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert "no run 'r1' under --root nope; list the runs there" in done.stderr
+    assert "no run 'r1' under --root nope: nothing has run there (no run store at " \
+        "nope/seqline.db)" in done.stderr
     assert _listing(project) == before
 
 

@@ -132,6 +132,38 @@ def test_scheduler_is_one_per_store_and_stops_on_sigterm(folder):
             third.kill()
 
 
+@pytest.mark.parametrize("root", ["nope", "empty"])
+def test_scheduler_on_a_root_without_a_store_exits_2_and_creates_nothing(folder, root):
+    """It idled forever on a store of its own, "0 active schedule(s)", where `schedule
+    list` says there is no run store."""
+    (folder / "empty").mkdir()
+    done = commands.seqline("scheduler", "--root", root, cwd=folder, timeout=60)
+    listed = commands.seqline("schedule", "list", "--root", root, cwd=folder, timeout=60)
+    assert (done.returncode, listed.returncode) == (2, 2), done.stderr
+    assert done.stderr == (
+        f"error: no run store at {root}/seqline.db, so no schedules; add one with `seqline "
+        f"schedule add NAME PIPELINE --cron CRON --root {root}`, or pass the --root (or "
+        "--store) where the schedules are\n")
+    assert listed.stderr.startswith(f"error: no run store at {root}/seqline.db; ")
+    assert not (folder / root / "seqline.db").exists() and not (folder / "nope").exists()
+
+
+def test_scheduler_given_a_store_url_makes_its_tables(folder):
+    """An explicit --store (a PostgreSQL server's empty database, here SQLite) is the
+    operator's: the scheduler starts on it as before."""
+    url = f"sqlite:///{folder / 'own.db'}"
+    daemon = subprocess.Popen([EXE, "scheduler", "--root", str(folder / "root"), "--store",
+                               url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, cwd=folder)
+    try:
+        _wait_for_line(daemon.stderr, r"scheduler started on .* 0 active schedule")
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=10) == 0
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+
+
 def test_backfill_runs_each_fire_time_with_trigger_backfill(folder):
     assert _seqline(folder, "schedule", "add", "daily", "quick.yaml", "--cron", "0 3 * * *",
                     "--tz", "America/New_York", "--workers", "1").returncode == 0

@@ -50,6 +50,15 @@ def test_rerun_commands_backfill_the_fire_time_of_a_scheduled_run():
                              "--to 2026-11-23T02:00:00Z --root s3://bucket/root")
 
 
+def test_rerun_commands_of_a_backfills_own_run_resume_it_and_offer_no_backfill():
+    """Pasting the backfill of a backfill's failed run launched nothing (its fire time has
+    that run): it is resumed instead."""
+    fired = datetime(2026, 11, 28, 3, 0, tzinfo=UTC)
+    run = {**_run("failed"), "run_id": "badnight-backfill-20261128T030000Z"}
+    assert [c.action for c in rerun_commands(run, "/r", None, "badnight", fired)] == [
+        "rerun", "resume"]
+
+
 def test_rerun_commands_name_a_store_without_its_password():
     rerun, _ = rerun_commands(_run(), "/r", "postgresql+psycopg://ann:secret@db/runs")
     assert "secret" not in rerun.text

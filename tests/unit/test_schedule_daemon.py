@@ -21,6 +21,7 @@ from seqline.orchestration.schedule.launch import LaunchRequest
 from seqline.orchestration.schedule.spec import new_schedule
 from seqline.orchestration.store import LeaseHeld, RunIdTaken, RunStore
 from seqline.orchestration.store.tables import runs, ticks
+from seqline.pipeline.errors import ConfigError
 
 T0 = datetime(2026, 11, 20, 0, 0, tzinfo=UTC)
 PIPELINE = """\
@@ -321,12 +322,45 @@ def test_backfill_runs_each_fire_time_oldest_first_a_few_at_a_time(store, pipeli
     backfill = Backfill(store, launcher, clock=clock, sleep=sleep)
     start, end = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 5, 23, tzinfo=UTC)
     outcome = backfill.run(schedule, start, end, max_active=2)
-    assert [t.run_id for t, _ in outcome] == [
+    assert [o.tick.run_id for o in outcome] == [
         f"job-backfill-202611{d:02d}T020000Z" for d in range(1, 6)]  # 03:00 CET = 02:00 UTC
-    assert {status for _, status in outcome} == {"succeeded"}
-    assert [r.run_id for r in launcher.launched] == [t.run_id for t, _ in outcome]
+    assert {(o.run_status, o.launched_now) for o in outcome} == {("succeeded", True)}
+    assert [r.run_id for r in launcher.launched] == [o.tick.run_id for o in outcome]
     assert launcher.most_at_once == 2
     assert {r["trigger"] for r in store.list_runs()} == {"backfill"}
     again = backfill.run(schedule, start, end, max_active=2)  # done already: nothing new
     assert len(again) == 5 and len(launcher.launched) == 5
+    assert not any(o.launched_now for o in again)
     assert store.schedules.ticks_of("job")[0].trigger == "backfill"
+
+
+def test_backfill_again_launches_only_the_fire_times_left_without_a_run(store, pipeline):
+    """A launch that failed and a run that never reached the store are launched again; a
+    fire time with a run (one that failed included: it is resumed, not relaunched) is not."""
+    clock = Clock(T0)
+    schedule = _add(store, pipeline, clock, cron="0 3 * * *")
+    launcher = StoreLauncher(store, clock, lasts=timedelta(minutes=5))
+    day = [f"job-backfill-202611{d:02d}T030000Z" for d in range(1, 5)]
+
+    def first_try(request):
+        if request.run_id == day[0]:
+            raise ConfigError(f"the pipeline file {request.pipeline} is missing")
+        if request.run_id == day[1]:
+            return None  # its process died before it recorded the run
+        launcher(request)
+        if request.run_id == day[3]:
+            store.finish_run(request.run_id, "failed")
+            launcher.ends[request.run_id] = None
+
+    def sleep(seconds):
+        clock.t += timedelta(minutes=5)
+        launcher.finish_due()
+
+    start, end = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 4, 12, tzinfo=UTC)
+    first = Backfill(store, first_try, clock=clock, sleep=sleep).run(schedule, start, end, 1)
+    assert [(o.tick.status, o.run_status) for o in first] == [
+        ("failed", None), ("launched", None), ("launched", "succeeded"), ("launched", "failed")]
+    again = Backfill(store, launcher, clock=clock, sleep=sleep).run(schedule, start, end, 1)
+    assert [r.run_id for r in launcher.launched] == [day[2], day[3], day[0], day[1]]
+    assert [(o.run_status, o.launched_now) for o in again] == [
+        ("succeeded", True), ("succeeded", True), ("succeeded", False), ("failed", False)]
