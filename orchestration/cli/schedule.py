@@ -222,7 +222,7 @@ def fire_time_cell(value: str | None) -> str:
 def print_schedules(out: Console, rows: list[dict[str, Any]], wide: bool = False) -> None:
     """`schedule list` for a terminal (or a pipe: every column)."""
     print_table(out, SCHEDULE_COLUMNS, [
-        [r["name"], "yes" if r["paused"] else "", format_time(r["next_fire"]) or "-", r["cron"],
+        [r["name"], "yes" if r["paused"] else "", fire_time_cell(r["next_fire"]) or "-", r["cron"],
          r["tz"], r["runner"], r["overlap"], r["catchup"], r["pipeline"]] for r in rows],
         wide=wide)
 
