@@ -28,12 +28,15 @@ def runs(request: Request) -> JSONResponse:
     """`/api/runs?pipeline=&status=&trigger=&limit=&older=&newer=`: as `seqline runs list
     --json`, a page at a time: the body stays the list, and a Link header (RFC 8288, as
     GitHub's API pages) names the next (older) and previous (newer) pages. An unknown status
-    or trigger is a 400 naming the valid ones (as the CLI's exit 2)."""
+    or trigger is a 400 naming the valid ones, a limit below 1 one too (as the CLI's exit 2)."""
     q = request.query_params
     for name, known in (("status", RUN_STATUSES), ("trigger", TRIGGERS)):
         _check_one_of(name, q.get(name), known)
-    limit = q.get("limit", "50")
-    size = min(int(limit), 1000) if limit.isdigit() and int(limit) > 0 else 50
+    limit = q.get("limit") or "50"
+    if not limit.isdigit() or int(limit) < 1:  # as `runs list --limit` refuses it
+        raise HTTPException(400, f"invalid limit: {limit!r} is not a whole number of at "
+                                 "least 1")
+    size = min(int(limit), 1000)  # (a page at most; the Link header names the next)
     page = dashboard_of(request).reader.runs_page(
         pipeline=q.get("pipeline") or None, status=q.get("status") or None,
         trigger=q.get("trigger") or None, older=q.get("older") or None,

@@ -40,6 +40,8 @@ def client(root: Path) -> Iterator[TestClient]:
     ("status=bogus", f"invalid status: 'bogus' is not one of {STATUSES}"),
     ("trigger=cron", "invalid trigger: 'cron' is not one of 'manual', 'schedule', 'backfill', "
                      "'resume'"),
+    ("limit=abc", "invalid limit: 'abc' is not a whole number of at least 1"),
+    ("limit=0", "invalid limit: '0' is not a whole number of at least 1"),
 ])
 def test_api_runs_refuses_an_unknown_filter_naming_the_valid_values(client, query, message):
     answer = client.get(f"/api/runs?{query}")
