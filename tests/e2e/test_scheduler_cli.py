@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -10,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,16 @@ def test_schedule_bad_input_exits_2_with_one_line(folder, args, message):
         done.stderr
 
 
+
+@contextlib.contextmanager
+def _killed_at_the_end(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """A daemon the test stops itself, killed if the test failed before it did."""
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+
 def _start_scheduler(folder: Path) -> subprocess.Popen:
     return subprocess.Popen([EXE, "scheduler", "--root", str(folder / "root")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -122,14 +134,11 @@ def test_scheduler_is_one_per_store_and_stops_on_sigterm(folder):
     finally:
         if first.poll() is None:
             first.kill()
-    third = _start_scheduler(folder)  # the lease was released: the next one starts at once
-    try:
+    # the lease was released: the next one starts at once
+    with _killed_at_the_end(_start_scheduler(folder)) as third:
         _wait_for_line(third.stderr, r"scheduler started")
         third.send_signal(signal.SIGINT)
         assert third.wait(timeout=10) == 0
-    finally:
-        if third.poll() is None:
-            third.kill()
 
 
 @pytest.mark.parametrize("root", ["nope", "empty"])
@@ -152,16 +161,12 @@ def test_scheduler_given_a_store_url_makes_its_tables(folder):
     """An explicit --store (a PostgreSQL server's empty database, here SQLite) is the
     operator's: the scheduler starts on it as before."""
     url = f"sqlite:///{folder / 'own.db'}"
-    daemon = subprocess.Popen([EXE, "scheduler", "--root", str(folder / "root"), "--store",
-                               url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, cwd=folder)
-    try:
+    with _killed_at_the_end(subprocess.Popen(
+            [EXE, "scheduler", "--root", str(folder / "root"), "--store", url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=folder)) as daemon:
         _wait_for_line(daemon.stderr, r"scheduler started on .* 0 active schedule")
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=10) == 0
-    finally:
-        if daemon.poll() is None:
-            daemon.kill()
 
 
 def test_backfill_runs_each_fire_time_with_trigger_backfill(folder):
