@@ -67,10 +67,11 @@ def rerun_commands(run: dict[str, Any], root: str, store: str | None = None,
             found.append(RerunCommand(
                 "resume", (*base, "--resume", "--run-id", run["run_id"]),
                 "finishes this run: keeps its committed stages, runs the rest"))
-    # (not for a backfill's own run: the backfill of its fire time would find it there and
-    # launch nothing; it is resumed, above)
-    if schedule is not None and fire_time is not None and \
-            run.get("run_id") != run_id_for(schedule, fire_time, "backfill"):
+    # (not for a backfill's own run that did not finish: the backfill of its fire time would
+    # find it there and launch nothing; it is resumed, above)
+    if schedule is not None and fire_time is not None and not (
+            run.get("status") in RESUMABLE
+            and run.get("run_id") == run_id_for(schedule, fire_time, "backfill")):
         at = fire_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         found.append(RerunCommand(
             "backfill", (executable, "backfill", schedule, "--from", at, "--to", at, *where),

@@ -101,6 +101,7 @@ SHARED = {
     "tests/dashboard/test_pages_agree.py": "pages agree",  # two runs and their site
     "tests/dashboard/test_profile.py": "profiles",  # two runs of a small pipeline
     "tests/dashboard/test_truth.py": "truth",  # three runs of the demo
+    "tests/e2e/test_backfill_outcome.py": "failed backfill",  # a backfill of two failed runs
     "tests/e2e/test_divergence.py": "divergence",  # three runs of the demo, one epoch
     "tests/e2e/test_forked_commands.py": "forked commands",  # a root with a run
     "tests/e2e/test_readers_never_create.py": "readers",  # a root with a run
