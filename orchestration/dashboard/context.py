@@ -24,8 +24,8 @@ from seqline.orchestration.store import RunReader, ScheduleStore
 from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
 from seqline.pipeline.storage import Folder
 
-__all__ = ["GRID_RUNS", "GZIPPED", "Dashboard", "dashboard_of", "page_number", "run_labels",
-           "runs_view"]
+__all__ = ["GRID_RUNS", "GZIPPED", "Dashboard", "check_one_of", "dashboard_of", "page_number",
+           "run_labels", "runs_view"]
 
 # Gzip for the routes whose answers are made per request (HTML, JSON and the vendored
 # scripts shrink 3-4x). Not an app-wide middleware: the live pages keep their gzipped bytes
@@ -151,12 +151,11 @@ def runs_view(dash: Dashboard, query: Mapping[str, str]) -> dict[str, Any]:
         query: the address's query: pipeline, status, trigger, older or newer, part.
 
     Raises:
-        HTTPException: 404 for an unknown status or trigger.
+        HTTPException: 400 for an unknown status or trigger, naming the valid ones.
     """
     chosen = {k: query.get(k) or None for k in FILTERS}
-    if chosen["status"] not in (None, *RUN_STATUSES) or chosen["trigger"] not in (
-            None, *TRIGGERS):
-        raise HTTPException(404, "unknown status or trigger")
+    check_one_of("status", chosen["status"], RUN_STATUSES)
+    check_one_of("trigger", chosen["trigger"], TRIGGERS)
     page = dash.reader.runs_page(pipeline=chosen["pipeline"], status=chosen["status"],
                                  trigger=chosen["trigger"], older=query.get("older") or None,
                                  newer=query.get("newer") or None)
@@ -169,6 +168,19 @@ def runs_view(dash: Dashboard, query: Mapping[str, str]) -> dict[str, Any]:
         "triggers": TRIGGERS,
         "part": query.get("part"), "older": links["older"], "newer": links["newer"],
         "paged": True}
+
+
+def check_one_of(name: str, value: str | None, known: tuple[str, ...]) -> None:
+    """A filter's value must be one it knows, as `seqline runs list --status` says: an unknown
+    one is a 400 naming the valid ones (the runs page and /api/runs), not an empty list that
+    reads as "no such runs".
+
+    Example: status "bogus" -> 400 {"error": "invalid status: 'bogus' is not one of
+    'queued', 'running', …"}.
+    """
+    if value and value not in known:
+        raise HTTPException(400, f"invalid {name}: {value!r} is not one of "
+                                 f"{', '.join(repr(str(k)) for k in known)}")
 
 
 def run_labels(run_ids: Iterable[str]) -> dict[str, str]:

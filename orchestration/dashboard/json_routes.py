@@ -10,7 +10,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from seqline.orchestration.dashboard.context import GZIPPED, dashboard_of, page_number
+from seqline.orchestration.dashboard.context import (
+    GZIPPED,
+    check_one_of,
+    dashboard_of,
+    page_number,
+)
 from seqline.orchestration.dashboard.page_data import stage_view
 from seqline.orchestration.dashboard.schedules import schedules_view
 from seqline.orchestration.store.tables import RUN_STATUSES, TRIGGERS
@@ -31,7 +36,7 @@ def runs(request: Request) -> JSONResponse:
     or trigger is a 400 naming the valid ones, a limit below 1 one too (as the CLI's exit 2)."""
     q = request.query_params
     for name, known in (("status", RUN_STATUSES), ("trigger", TRIGGERS)):
-        _check_one_of(name, q.get(name), known)
+        check_one_of(name, q.get(name), known)
     limit = q.get("limit") or "50"
     if not limit.isdigit() or int(limit) < 1:  # as `runs list --limit` refuses it
         raise HTTPException(400, f"invalid limit: {limit!r} is not a whole number of at "
@@ -46,18 +51,6 @@ def runs(request: Request) -> JSONResponse:
              for key, rel in (("older", "next"), ("newer", "prev")) if page[key]]
     return JSONResponse(page["runs"], headers={"Cache-Control": "no-store",
                                                **({"Link": ", ".join(links)} if links else {})})
-
-
-def _check_one_of(name: str, value: str | None, known: tuple[str, ...]) -> None:
-    """A filter's value must be one it knows, as `seqline runs list --status` says: an unknown
-    one is a 400 naming the valid ones, not an empty list that reads as "no such runs".
-
-    Example: status "bogus" -> 400 {"error": "invalid status: 'bogus' is not one of
-    'queued', 'running', …"}.
-    """
-    if value and value not in known:
-        raise HTTPException(400, f"invalid {name}: {value!r} is not one of "
-                                 f"{', '.join(repr(str(k)) for k in known)}")
 
 
 def run(request: Request) -> JSONResponse:

@@ -3,6 +3,7 @@ values (`runs list --status` exits 2), and a schedule has `schedule show --json`
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,6 +57,8 @@ def test_api_runs_names_the_statuses_the_cli_names(root, client):
     assert printed.returncode == 2
     assert STATUSES in printed.stderr
     assert STATUSES in client.get("/api/runs?status=bogus").json()["error"]
+    page = client.get("/?status=bogus")  # the runs page says the same (it said 404)
+    assert page.status_code == 400 and STATUSES in html.unescape(page.text)
 
 
 @pytest.mark.e2e
