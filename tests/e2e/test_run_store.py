@@ -136,7 +136,9 @@ def test_a_resumed_runs_seconds_are_its_attempts_without_the_pause(folder):
     span = (datetime.fromisoformat(run["finished"]) -
             datetime.fromisoformat(run["started"])).total_seconds()
     assert run["resumed"] is not None and run["seconds"] < span - 3, (run["seconds"], span)
-    assert run["seconds"] >= sum(s["seconds"] for s in run["stages"] if s["seconds"]) - 0.5
+    # every stage's seconds lie within the run's (the two stages overlap: `read` streams into
+    # `work`, so their sum can pass the run's seconds on a loaded machine)
+    assert run["seconds"] >= max(s["seconds"] for s in run["stages"] if s["seconds"]) - 0.05
     assert f"stages ({run['seconds']:.2f} s)" in done.stdout  # the terminal says the same
     shown = _seqline(folder, "runs", "show", "r").stdout
     assert re.search(r"^resumed +\S", shown, re.M) and f"{run['seconds']:.2f}" in shown
