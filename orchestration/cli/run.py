@@ -216,7 +216,15 @@ def _model_module(pipeline: Path) -> bool:
 
 def _engine(runner: RunnerName, ray_address: str | None, beam_mode: BeamMode,
             beam_option: list[str] | None, pipeline: Path) -> dict[str, Any]:
-    """The chosen engine's own options."""
+    """The chosen engine's own options; another engine's (`--beam-option` on the local
+    runner) are a ConfigError: they would be dropped, and the run would go on without them."""
+    given = {"--ray-address": (ray_address, "ray"), "--beam-option": (beam_option, "beam"),
+             "--beam-mode": (beam_mode is not BeamMode.multi_processing, "beam")}
+    for option, (value, engine) in given.items():
+        if value and runner.value != engine:
+            raise ConfigError(f"{option} is an option of --runner {engine}, and this run's "
+                              f"runner is {runner.value}: add `--runner {engine}`, or drop "
+                              f"{option}.")
     if runner is RunnerName.ray:
         return {"address": ray_address, "working_dir": str(pipeline.resolve().parent)}
     if runner is RunnerName.beam:

@@ -152,6 +152,10 @@ PATHS = [
      _run("--runner", "beam", "--beam-option", "runner=FlinkRunner"), 2,
      r"needs a location that its workers and this driver both reach.*`--beam-option "
      r"temp_location=URL` on the command line"),
+    ("a Beam option on the local runner", GOOD, {},
+     _run("--beam-option", "runner=FlinkRunner"), 2,
+     r"^error: --beam-option is an option of --runner beam, and this run's runner is local: "
+     r"add `--runner beam`, or drop --beam-option\.$"),
     ("a misspelt Beam option", GOOD, {}, _run("--runner", "beam", "--beam-option",
                                              "temp_locaton=/tmp/x"), 2,
      r"^error: runner beam: Beam has no option 'temp_locaton'; did you mean 'temp_location' "
