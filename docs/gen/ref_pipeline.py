@@ -12,7 +12,7 @@ import mkdocs_gen_files
 
 from seqline.components import COMPONENTS
 from seqline.components.schema import pipeline_schema
-from seqline.pipeline.specs import DriverSpec
+from seqline.pipeline.specs import DriverSpec, SourceSpec
 
 STAGE_TITLE = {name: "".join(p.title() for p in name.split("_")) + "Stage" for name in COMPONENTS}
 
@@ -110,7 +110,9 @@ def page() -> str:
         ref = (params.get("$ref") or next(p["$ref"] for p in params["anyOf"] if "$ref" in p))
         model_name = ref.rsplit("/", 1)[-1]
         model = defs[model_name]
-        runs = "on the driver" if isinstance(spec, DriverSpec) else "on the engine's workers"
+        runs = ("on the driver" if isinstance(spec, DriverSpec) else
+                "on the driver, or in ranges of its files on the engine's workers (`parallel`)"
+                if isinstance(spec, SourceSpec) else "on the engine's workers")
         live = isinstance(spec, DriverSpec) and spec.live
         out += [f"## {name}", "", f"`component: {name}` — {cell(spec.doc)}", "",
                 f"Reads {spec.reads}, writes {spec.writes}; runs {runs}"

@@ -34,10 +34,11 @@ def lookup(
     root: Annotated[str, typer.Option(envvar=ROOT_VARIABLE, help=ROOT_HELP)] = DEFAULT_ROOT,
     as_json: AsJson = False,
 ) -> None:
-    """Where SEQ is in RUN_ID: its source file and line, its shard and offset in each stored
-    stage, its batch and the training step that consumed it; or what happened to it.
+    """Where SEQ is in RUN_ID: its source line, shards, batch and training steps.
 
-    Exit 0 when the run has the record (it reached at least its first stage), 1 when not.
+    Its source file and line, its shard and offset in each stored stage, its batch and the
+    training step that consumed it; or what happened to it. Exit 0 when the run has the
+    record (it reached at least its first stage), 1 when not.
     """
     # Here, not at the top: the lookup reads shards with NumPy and the TFRecord code, which
     # `seqline --help` does not need.

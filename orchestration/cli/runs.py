@@ -126,8 +126,9 @@ def logs_command(
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the lines as stored: one JSON object per line.")] = False,
 ) -> None:
-    """Print a run's log (ROOT/runs/RUN_ID/log.jsonl): its stages' story and its log lines,
-    filtered as the dashboard's log page filters them."""
+    """Print a run's log: its stages' story and its log lines, filtered as on the dashboard.
+
+    The log is ROOT/runs/RUN_ID/log.jsonl; the filters are those of the dashboard's log page."""
     from seqline.orchestration.log_search import LogQuery, log_lines
     from seqline.pipeline.artifacts import check_run_id, run_dir
     from seqline.pipeline.storage import open_root
