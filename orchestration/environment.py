@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -30,6 +31,10 @@ STORE_VARIABLE = "SEQLINE_STORE"
 # they keep. Beam's at WARNING: it relays its SDK workers' own log records (seqline's retry
 # lines among them) through loggers of its own.
 BEAM_JOB_SERVICE = "apache_beam.runners.portability.local_job_service"
+BEAM_DATA_PLANE = "apache_beam.runners.worker.data_plane"
+BEAM_WORKER_HANDLERS = "apache_beam.runners.portability.fn_api_runner.worker_handlers"
+# A relayed record whose message is in seqline's voice: "stage 'features': …"
+RELAYED_SEQLINE = re.compile(r"""message: "stage \\'[^\\]+\\': """)
 LOG_LEVEL = "SEQLINE_LOG_LEVEL"  # seqline's logger level in worker processes (-q: ERROR)
 ENGINE_LOGGERS = {"tensorflow": logging.ERROR, "absl": logging.ERROR, "ray": logging.ERROR,
                   "h5py": logging.ERROR, "keras": logging.ERROR, "apache_beam": logging.WARNING}
@@ -51,10 +56,41 @@ def quiet_engines(verbose: bool = False, quiet: bool = False) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     for name, level in ENGINE_LOGGERS.items():
         logging.getLogger(name).setLevel(level)
-    # Beam's job service relays each SDK worker's start-up warning about a folder the
-    # FnApiRunner never sets; it says nothing about the run.
-    logging.getLogger(BEAM_JOB_SERVICE).addFilter(
-        lambda record: "semi_persistent_directory" not in record.getMessage())
+    logging.getLogger(BEAM_JOB_SERVICE).addFilter(_beam_relay)
+    # A worker that died (its block is run again, said in seqline's words) breaks the data
+    # plane's stream to it: Beam logs a traceback of gRPC's for each.
+    logging.getLogger(BEAM_DATA_PLANE).addFilter(
+        lambda record: not record.getMessage().startswith("Failed to read inputs"))
+    # and closing the job's handler of that worker raises the broken stream again
+    logging.getLogger(BEAM_WORKER_HANDLERS).addFilter(
+        lambda record: not record.getMessage().startswith(
+            "Error closing worker_handler <seqline."))
+
+
+def _beam_relay(record: logging.LogRecord) -> bool:
+    """Beam's job service relays an SDK worker's log record as the text of its protobuf
+    ("Worker: severity: WARN timestamp {…} message: "stage 'features': …" …"): a seqline line
+    (a retry) is told as seqline says it on the other runners, from the seqline logger and
+    with its stage; the start-up warning about a folder the FnApiRunner never sets, not at all.
+    """
+    text = record.args[0] if isinstance(record.args, tuple) and record.args else None
+    if not isinstance(text, str):
+        return True
+    if "semi_persistent_directory" in text:
+        return False
+    if RELAYED_SEQLINE.search(text) is None:
+        return True
+    from apache_beam.portability.api import beam_fn_api_pb2  # (Beam relays: it is imported)
+    from google.protobuf import text_format
+
+    entry = beam_fn_api_pb2.LogEntry()
+    try:
+        text_format.Parse(text, entry)
+    except text_format.ParseError:
+        return True
+    record.name, record.msg, record.args = "seqline", entry.message, ()
+    record.stage = entry.transform_id.split("/")[0] or None
+    return True
 
 
 def worker_environment() -> dict[str, str]:

@@ -238,8 +238,11 @@ def test_worker_killed_mid_preprocess_costs_a_retry(folder, calm, runner):
     run.wait()
     _same_as_calm(run, calm)
     assert "died; running it again (attempt 2 of 4)" in run.err, run.err[-6000:]
-    # The workers stopped after the death are not reported again by Beam's threads.
+    # The workers stopped after the death are not reported again by Beam's threads, and the
+    # retry is one line in seqline's words (Beam relayed it as its protobuf's text, beside
+    # gRPC tracebacks of the broken streams).
     assert "Worker subprocess exited" not in run.err, run.err[-6000:]
+    assert "Worker: severity" not in run.err and "Traceback" not in run.err, run.err[-6000:]
     stages = {s["name"]: s for s in _show(run)["stages"]}
     assert stages["features"]["block_retries"] == 1  # recorded in the run store
     assert run.left_behind() == []
