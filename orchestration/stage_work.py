@@ -3,6 +3,7 @@ stage runs its component; both commit their artifact and say so."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["map_spec", "run_data_stage", "run_driver"]
 
+log = logging.getLogger("seqline")
+
 
 def map_spec(component: str) -> MapSpec[Any]:
     """The component of a step planned as a map stage (the planner's kind is its type)."""
@@ -63,6 +66,8 @@ def run_data_stage(step: Step, stage: StageSpec[Any], run: RunContext, artifact:
     out = StageOutput(stage, artifact.path, feed, run.reads)
     counts, blocks = Counts(), 0
     for result in _produce(step, stage, run, inputs, artifact.path):
+        for line in result.retried:  # a worker's own log reaches neither the run's log nor,
+            log.warning(line, extra={"stage": stage.name})  # on every engine, the terminal
         counts, blocks = counts + result.counts, blocks + 1
         out.add(result)
         run.bus.publish(BlocksDone(stage=stage.name, counts=counts, blocks=blocks,

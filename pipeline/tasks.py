@@ -117,11 +117,13 @@ class BlockResult:
     dead_letters: tuple[DeadLetter, ...] = ()
     shard: dict | None = None
     read: ShardCheck | None = None  # the shard read back by the worker (MapTask.read_back)
+    retried: tuple[str, ...] = ()  # the calls of the function tried again (retry_user_errors)
 
     def __reduce__(self):  # the output batch crosses processes as Arrow IPC, see batch_to_ipc
         data = None if self.batch is None else batch_to_ipc(self.batch)
         return (_rebuild_result, (self.stage, self.index, self.first_seq, data, self.counts,
-                                  self.failure, self.dead_letters, self.shard, self.read))
+                                  self.failure, self.dead_letters, self.shard, self.read,
+                                  self.retried))
 
     def raise_if_failed(self) -> None:
         """Raise the worker's failure on the driver as a StageError naming stage, block, seq."""
@@ -146,9 +148,11 @@ class BlockResult:
 def _rebuild_result(stage: str, index: int, first_seq: int | None, data: pa.Buffer | None,
                     counts: Counts, failure: StageFailure | None,
                     dead_letters: tuple[DeadLetter, ...], shard: dict | None,
-                    read: ShardCheck | None = None) -> BlockResult:
+                    read: ShardCheck | None = None, retried: tuple[str, ...] = ()
+                    ) -> BlockResult:
     batch = None if data is None else batch_from_ipc(data)
-    return BlockResult(stage, index, first_seq, batch, counts, failure, dead_letters, shard, read)
+    return BlockResult(stage, index, first_seq, batch, counts, failure, dead_letters, shard, read,
+                       retried)
 
 
 @dataclass(frozen=True)
@@ -174,8 +178,9 @@ class MapTask:
     read_back: Callable[[dict, np.ndarray | None], ShardCheck] | None = None
 
     def __call__(self, block: Block) -> BlockResult:
+        said: list[str] = []  # the calls of `fn` tried again, told by the driver (`retried`)
         fn = self.fn if not self.retry_user_errors else functools.partial(
-            _retrying, self.fn, self.stage, block, self.retry_user_errors)
+            _retrying, self.fn, self.stage, block, self.retry_user_errors, said)
         try:
             out, letters = apply_isolating(fn, block.batch, self.dead_letters)
             positions = check_order(self.stage, block, out)
@@ -183,13 +188,15 @@ class MapTask:
             out = written.batch
         except RowFailed as exc:
             return BlockResult(self.stage, block.index, block.first_seq,
-                               failure=StageFailure.of(exc.error, seq=exc.seq))
+                               failure=StageFailure.of(exc.error, seq=exc.seq),
+                               retried=tuple(said))
         except Exception as exc:  # carried to the driver, see StageFailure
             return BlockResult(self.stage, block.index, block.first_seq,
-                               failure=StageFailure.of(exc))
+                               failure=StageFailure.of(exc), retried=tuple(said))
         return BlockResult(self.stage, block.index, block.first_seq, out,
                            _count(len(block), positions, len(letters)), None,
-                           tuple(letters), written.shard, self._read_back(written))
+                           tuple(letters), written.shard, self._read_back(written),
+                           tuple(said))
 
     def _read_back(self, written: Written) -> ShardCheck | None:
         if self.read_back is None or written.shard is None:
@@ -269,18 +276,21 @@ def _count(records_in: int, positions: np.ndarray, dead_lettered: int = 0) -> Co
     )
 
 
-def _retrying(fn: BatchFn, stage: str, block: Block, times: int, batch: pa.RecordBatch) -> Any:
-    """`fn(batch)`, called again up to `times` times while it raises (`retry_user_errors`)."""
+def _retrying(fn: BatchFn, stage: str, block: Block, times: int, said: list[str],
+              batch: pa.RecordBatch) -> Any:
+    """`fn(batch)`, called again up to `times` times while it raises (`retry_user_errors`);
+    each call tried again is a line in `said`, which the block's result carries to the driver:
+    a worker's own log reaches neither the run's log nor, on every engine, the terminal."""
     for attempt in range(1, times + 2):
         try:
             return fn(batch)
         except Exception as exc:
             if attempt > times:
                 raise
-            log.warning("stage %r: the function raised on block %d (first seq %s): %s; "
-                        "calling it again (attempt %d of %d)", stage, block.index,
-                        block.first_seq, " ".join(f"{type(exc).__name__}: {exc}".split()),
-                        attempt + 1, times + 1)
+            said.append(f"stage {stage!r}: the function raised on block {block.index} (first "
+                        f"seq {block.first_seq}): "
+                        f"{' '.join(f'{type(exc).__name__}: {exc}'.split())}; calling it again "
+                        f"(attempt {attempt + 1} of {times + 1})")
             time.sleep(USER_RETRY_BACKOFF_SECONDS * attempt)
     raise AssertionError("unreachable")
 

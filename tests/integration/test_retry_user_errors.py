@@ -3,6 +3,7 @@ the first exception fails the block, named."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -40,6 +41,22 @@ def test_a_flaky_function_is_called_again_and_the_run_succeeds(folder, caplog):
     assert len(retried) == 6  # two per block, three blocks
     assert ("stage 'call': the function raised on block 0 (first seq 0): ConnectionError: "
             "service unavailable (call 1); calling it again (attempt 2 of 3)") in retried
+    # told by the driver as each block's result comes back: in the run's log, with its stage
+    # (a worker's own log line reached the terminal only, and on Beam the log only)
+    log = result.root / "runs" / result.run_id / "log.jsonl"
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(line["message"] for line in logged if "calling it again" in line["message"]) \
+        == sorted(retried)
+    assert {line["stage"] for line in logged if "calling it again" in line["message"]} == {
+        "call"}
+
+
+@pytest.mark.parametrize("runner", ["local", "beam", "ray"])
+def test_calls_tried_again_are_told_on_every_runner(folder, runner):
+    result = _pipeline(folder, 2).run(root=folder / "root", runner=runner, cache=False)
+    assert result.status == "succeeded"
+    logged = (result.root / "runs" / result.run_id / "log.jsonl").read_text()  # (as JSON)
+    assert logged.count("calling it again") == 6 and "Worker: severity" not in logged
 
 
 def test_without_enough_retries_the_first_exception_fails_the_block(folder):
