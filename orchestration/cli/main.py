@@ -3,6 +3,7 @@ console script that prints click's usage errors in seqline's one-line voice."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import stat
 import sys
@@ -90,6 +91,29 @@ app.command()(lookup.lookup)
 app.command()(run.run)
 app.command()(schema)
 app.command()(verify.verify)
+
+
+def _unwrapped(text: str) -> str:
+    """A docstring's paragraphs each on one line, for help that the terminal wraps: typer's
+    rich help keeps a docstring's line breaks inside a paragraph, so that at 80 columns a
+    line broke in mid-sentence. A paragraph with an indented or listed line is kept as is."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(
+        p if any(line[:1].isspace() or line.lstrip().startswith(("- ", "* ", "\b"))
+                 for line in p.splitlines()) else " ".join(p.split("\n"))
+        for p in paragraphs)
+
+
+def _unwrap_help(typer_app: typer.Typer) -> None:
+    for command in typer_app.registered_commands:
+        if command.help is None and command.callback is not None and command.callback.__doc__:
+            command.help = _unwrapped(command.callback.__doc__)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _unwrap_help(group.typer_instance)
+
+
+_unwrap_help(app)
 
 
 def main_command() -> None:
