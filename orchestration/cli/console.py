@@ -152,7 +152,7 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]],
         # and one empty in every row not at all (a `reason` column where nothing failed)
         for i in sorted(set(range(len(columns))) - shown,
                         key=lambda i: (_blank(texts, i), columns[i].priority)):
-            if used + least[i] <= width and not all(not r[i].plain.strip() for r in texts):
+            if used + least[i] <= width and any(r[i].plain.strip() for r in texts):
                 shown.add(i)
                 used += least[i]
         for i in sorted(shown):  # what is left of the width goes to the prose
